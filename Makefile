@@ -1,0 +1,108 @@
+# SPDX-License-Identifier: MIT
+# commtrace build. `make` builds ./commtrace-bpf; `make test` builds and runs the tests;
+# `make bench` runs the benchmarks; `make demo` runs the tracer on the bundled workload.
+
+OUTPUT   := build
+ARCH     := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+CLANG    ?= clang
+BPFTOOL  ?= $(shell command -v bpftool || echo /usr/sbin/bpftool)
+CC       ?= gcc
+MPICC    ?= mpicc
+NVCC     ?= $(shell command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+
+CJSON_CFLAGS := $(shell pkg-config --cflags libcjson 2>/dev/null || echo -I/usr/include/cjson)
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
+	    -MMD -MP -Iinclude -Iuser -I$(OUTPUT) $(CJSON_CFLAGS) -DCT_VERSION='"$(VERSION)"'
+LDLIBS   += -lbpf -lelf -lz -lcjson -lstdc++ -lpthread -lm
+
+BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux/$(ARCH) -Iinclude \
+	      -I/usr/include/$(shell uname -m)-linux-gnu -Wall -Wno-unused-function
+# Explicit list: a pattern rule's $(wildcard) expands to nothing, and a header edit must rebuild.
+BPF_HDRS := $(wildcard bpf/*.bpf.h) $(wildcard include/commtrace/*.h)
+
+BPF_SRCS  := $(wildcard bpf/*.bpf.c)
+BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS))
+SKELS     := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.skel.h,$(BPF_SRCS))
+
+USER_SRCS := $(wildcard user/*.c user/*/*.c)
+USER_OBJS := $(patsubst %.c,$(OUTPUT)/%.o,$(USER_SRCS))
+LIB_OBJS  := $(filter-out $(OUTPUT)/user/main.o,$(USER_OBJS))
+
+UNIT_SRCS := $(wildcard tests/unit/*.c)
+UNIT_OBJS := $(patsubst %.c,$(OUTPUT)/%.o,$(UNIT_SRCS))
+
+# Test targets: mpi_*.c with mpicc, lib*.c as shared libraries, the rest with cc.
+PROG_SRCS := $(wildcard tests/progs/*.c)
+PROG_MPI  := $(patsubst tests/progs/%.c,$(OUTPUT)/progs/%,$(filter tests/progs/mpi_%.c,$(PROG_SRCS)))
+PROG_LIBS := $(patsubst tests/progs/%.c,$(OUTPUT)/progs/%.so,$(filter tests/progs/lib%.c,$(PROG_SRCS)))
+PROG_BINS := $(patsubst tests/progs/%.c,$(OUTPUT)/progs/%,$(filter-out tests/progs/mpi_%.c tests/progs/lib%.c,$(PROG_SRCS)))
+PROGS     := $(PROG_MPI) $(PROG_LIBS) $(PROG_BINS)
+
+.SECONDARY:
+.PHONY: all test unit progs bench demo clean format lint cuda
+all: commtrace-bpf
+
+$(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(BPF_HDRS) | $(OUTPUT)
+	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
+	$(BPFTOOL) gen skeleton $< name $* > $@.tmp && mv $@.tmp $@
+
+$(OUTPUT)/%.o: %.c $(SKELS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+commtrace-bpf: $(USER_OBJS)
+	$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+
+$(OUTPUT)/unit-tests: $(UNIT_OBJS) $(LIB_OBJS)
+	$(CC) $(CFLAGS) $^ $(LDLIBS) -ldl -o $@
+
+$(OUTPUT)/progs/mpi_%: tests/progs/mpi_%.c
+	@mkdir -p $(@D)
+	$(MPICC) -O1 -g -Wall -o $@ $<
+
+$(OUTPUT)/progs/lib%.so: tests/progs/lib%.c
+	@mkdir -p $(@D)
+	$(CC) -O1 -g -Wall -shared -fPIC -Iinclude -o $@ $<
+
+$(OUTPUT)/progs/%: tests/progs/%.c $(PROG_LIBS)
+	@mkdir -p $(@D)
+	$(CC) -O1 -g -Wall -Iinclude -Iuser -o $@ $< -ldl -lpthread
+
+progs: $(PROGS)
+
+unit: $(OUTPUT)/unit-tests
+
+test: commtrace-bpf unit progs
+	tests/run
+
+bench: commtrace-bpf progs
+	scripts/bench.sh
+
+demo: commtrace-bpf progs
+	scripts/demo.sh
+
+cuda:
+	@mkdir -p $(OUTPUT)/progs
+	for f in tests/progs/*.cu; do $(NVCC) -O2 -Iinclude -o $(OUTPUT)/progs/$$(basename $$f .cu) $$f || exit 1; done
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h' | grep -v '^vmlinux/')
+
+lint:
+	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h' | grep -v '^vmlinux/')
+	cppcheck --quiet --error-exitcode=1 --enable=warning,performance,portability \
+		--inline-suppr -Iinclude -Iuser --suppress=missingIncludeSystem user tests/unit
+
+$(OUTPUT):
+	mkdir -p $@
+
+clean:
+	rm -rf $(OUTPUT) commtrace-bpf
+
+-include $(USER_OBJS:.o=.d) $(UNIT_OBJS:.o=.d)
+# Fragments for optional parts (fuzz targets, CUDA programs): one per topic.
+-include $(wildcard mk/*.mk)

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The channel between the BPF programs and the loader: probe specifications
+ * (user space → BPF, one per attach cookie) and event records (BPF → user space,
+ * through one ring buffer). Fixed-width fields with explicit padding; every
+ * record starts with its type tag. Sizes are checked with _Static_assert in
+ * user space (user/events.c).
+ */
+#ifndef COMMTRACE_ABI_H
+#define COMMTRACE_ABI_H
+
+#ifdef __BPF__
+/* vmlinux.h provides the __u8…__u64 types on the BPF side. */
+#else
+#include <linux/types.h>
+#endif
+
+#define CT_MAX_PROBES	 4096	/* probe specs (attach cookies) in one session */
+#define CT_MAX_DEPTH	 8	/* nested traced calls per thread (MPI inside c10d inside …) */
+#define CT_MAX_VEC	 4096	/* entries summed from a counts[] array (…v collectives) */
+#define CT_NVAL		 12	/* values decoded per call */
+#define CT_TASK_COMM_LEN 16
+
+/* Libraries. */
+enum ct_lib {
+	CT_LIB_NONE = 0,
+	CT_LIB_MPI,
+	CT_LIB_GLOO,
+	CT_LIB_C10D,
+	CT_LIB_NCCL,
+	CT_LIB_HCCL,
+	CT_LIB_LDSO, /* the dynamic linker: library load notifications */
+	CT_LIB_MAX,
+};
+
+/* What a call does. */
+enum ct_kind {
+	CT_K_NONE = 0,
+	CT_K_ALLREDUCE,
+	CT_K_REDUCE,
+	CT_K_BROADCAST,
+	CT_K_ALLGATHER,
+	CT_K_GATHER,
+	CT_K_SCATTER,
+	CT_K_ALLTOALL,
+	CT_K_REDUCE_SCATTER,
+	CT_K_BARRIER,
+	CT_K_SEND,
+	CT_K_RECV,
+	CT_K_SENDRECV,
+	CT_K_WAIT,	   /* completion of non-blocking calls */
+	CT_K_GROUP_START,  /* ncclGroupStart */
+	CT_K_GROUP_END,	   /* ncclGroupEnd */
+	CT_K_COMM_INIT,	   /* communicator / group creation */
+	CT_K_COMM_SPLIT,
+	CT_K_COMM_DESTROY, /* destroy / abort / free */
+	CT_K_DL_STATE,	   /* _dl_debug_state: the link map changed */
+	CT_K_MAX,
+};
+
+/*
+ * Value slots: each probe fills the slots its spec describes. Raw values only;
+ * user space turns handles and enums into names and sizes.
+ */
+enum ct_val {
+	CT_V_COUNT = 0,	 /* element count (send side) */
+	CT_V_DTYPE,	 /* datatype handle or enum (send side) */
+	CT_V_DTSIZE,	 /* element size in bytes, where it is read from memory */
+	CT_V_RCOUNT,	 /* element count (receive side) */
+	CT_V_RDTYPE,	 /* datatype (receive side) */
+	CT_V_RDTSIZE,	 /* element size (receive side) */
+	CT_V_OP,	 /* reduce op handle or enum */
+	CT_V_COMM,	 /* communicator / context handle */
+	CT_V_PEER,	 /* root or peer rank */
+	CT_V_COMM_SIZE,	 /* ranks in the communicator */
+	CT_V_COMM_RANK,	 /* this process' rank in it */
+	CT_V_OUT,	 /* pointer whose target is read at return (CT_PF_OUT_PTR) */
+};
+
+/* How a value slot is read. */
+enum ct_loc_op {
+	CT_LOC_NONE = 0,
+	CT_LOC_ARG,	  /* argument `arg` (1-based; 7+ come from the user stack) */
+	CT_LOC_DEREF,	  /* *(argument + off1), `size` bytes */
+	CT_LOC_DEREF2,	  /* *(*(u64 *)(argument + off1) + off2), `size` bytes */
+	CT_LOC_SUM,	  /* sum of `size`-byte counts at argument[0 .. val[aux]) */
+	CT_LOC_INDEX,	  /* argument[val[aux]], `size`-byte element */
+	CT_LOC_CONST,	  /* the constant off1 | off2 << 16 */
+	CT_LOC_COMMINFO,  /* from the comm_info map, keyed by val[CT_V_COMM]: aux 0 size, 1 rank */
+};
+
+struct ct_loc {
+	__u8 op;   /* enum ct_loc_op */
+	__u8 arg;  /* 1-based argument index */
+	__u8 size; /* bytes of the final read: 1, 2, 4 or 8 (counts of SUM: 4 or 8) */
+	__u8 aux;  /* SUM / INDEX: value slot holding the length / index */
+	__u16 off1;
+	__u16 off2;
+};
+
+/* Probe flags. */
+#define CT_PF_RETPROBE	(1u << 0) /* the program instance is the uretprobe */
+#define CT_PF_OUT_PTR	(1u << 1) /* at return, read the u64 at val[CT_V_OUT] into ret.out */
+#define CT_PF_COMM_INIT (1u << 2) /* at return, remember out → {size, rank} in comm_info */
+#define CT_PF_SIGNED_PEER (1u << 3)
+
+struct ct_probe_spec {
+	__u8 lib;  /* enum ct_lib */
+	__u8 kind; /* enum ct_kind */
+	__u16 flags;
+	__u32 func_id; /* index into the user-space function catalog */
+	struct ct_loc val[CT_NVAL];
+};
+
+/* Communicators whose size and rank were seen at creation (NCCL, HCCL). */
+struct ct_comm_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 comm;
+};
+
+struct ct_comm_info {
+	__u32 size;
+	__u32 rank;
+};
+
+/* Records. */
+enum ct_ev_type {
+	CT_EV_CALL = 1, /* entry of a traced function */
+	CT_EV_RET,	/* its return */
+	CT_EV_EXEC,	/* a traced process exec'ed */
+	CT_EV_FORK,	/* a traced process forked a new process */
+	CT_EV_EXIT,	/* a traced process exited (the last thread) */
+	CT_EV_DLOPEN,	/* the link map of a traced process changed */
+};
+
+struct ct_hdr {
+	__u8 type;	 /* enum ct_ev_type */
+	__u8 depth;	 /* nesting depth of traced calls on this thread, 0 = outermost */
+	__u16 probe_id;	 /* attach cookie: index of the probe spec */
+	__u32 pid;	 /* tgid */
+	__u32 tid;
+	__u32 cpu;
+	__u64 ts;	 /* CLOCK_MONOTONIC ns (bpf_ktime_get_ns) */
+};
+
+struct ct_call_event {
+	struct ct_hdr hdr;
+	char comm[CT_TASK_COMM_LEN]; /* thread name */
+	__u64 val[CT_NVAL];
+};
+
+struct ct_ret_event {
+	struct ct_hdr hdr;
+	__u64 duration;	 /* ns since the matching entry */
+	__s64 retval;
+	__u64 out;	 /* the value read through CT_PF_OUT_PTR */
+};
+
+struct ct_proc_event {
+	struct ct_hdr hdr;
+	__u32 child;	 /* CT_EV_FORK: the new process */
+	__s32 exit_code; /* CT_EV_EXIT */
+	char comm[CT_TASK_COMM_LEN];
+};
+
+/* Per-thread state kept in BPF between entry and return. */
+struct ct_frame {
+	__u64 ts;
+	__u64 out_ptr;
+	__u64 comm;
+	__u32 probe_id;
+	__u32 pad;
+	__u32 size;	/* for CT_PF_COMM_INIT */
+	__u32 rank;
+};
+
+struct ct_thread {
+	__u32 depth;
+	__u32 pad;
+	struct ct_frame frames[CT_MAX_DEPTH];
+};
+
+/* Drop and anomaly counters (per-CPU array, summed by user space). */
+enum ct_drop {
+	CT_DROP_RINGBUF = 0,   /* ring buffer full: event lost */
+	CT_DROP_THREADS,       /* thread state map full */
+	CT_DROP_DEPTH,	       /* nesting deeper than CT_MAX_DEPTH */
+	CT_DROP_UNPAIRED,      /* a return without its entry (attached mid-call) */
+	CT_DROP_READ,	       /* an argument could not be read */
+	CT_DROP_MAX,
+};
+
+#endif /* COMMTRACE_ABI_H */
