@@ -13,7 +13,7 @@ VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
 CJSON_CFLAGS := $(shell pkg-config --cflags libcjson 2>/dev/null || echo -I/usr/include/cjson)
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
+CFLAGS   += -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
 	    -MMD -MP -Iinclude -Iuser -I$(OUTPUT) $(CJSON_CFLAGS) -DCT_VERSION='"$(VERSION)"'
 LDLIBS   += -lbpf -lelf -lz -lcjson -lstdc++ -lpthread -lm
 

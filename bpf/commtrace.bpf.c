@@ -1,4 +1,328 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * commtrace's kernel side: one entry and one return program serve every
+ * uprobe; the attach cookie indexes the probe spec that user space wrote
+ * before load, which says what the function is and how to read its arguments
+ * (bpf/args.bpf.h). Process lifecycle comes from BTF tracepoints, library loads
+ * from a uprobe on the dynamic linker's _dl_debug_state.
+ */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "commtrace/abi.h"
+
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+/* Follow fork(): children of traced processes become traced in the kernel, at once. */
+const volatile __u8 ct_follow = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CT_MAX_PROBES);
+	__type(key, __u32);
+	__type(value, struct ct_probe_spec);
+} probe_specs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20); /* resized by user space (--ringbuf) */
+} events SEC(".maps");
+
+/* Threads inside a traced call; LRU so that threads killed mid-call cannot fill it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct ct_thread);
+} threads SEC(".maps");
+
+/* Traced processes (tgid → 1). Filters the file-wide probes and the tracepoints. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u32);
+} traced SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct ct_comm_key);
+	__type(value, struct ct_comm_info);
+} comm_info SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CT_DROP_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+/* Scratch for summing counts[] arrays: too big for the 512-byte stack with the rest. */
+struct ct_scratch {
+	__u64 buf[64];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ct_scratch);
+} scratch SEC(".maps");
+
+static __always_inline void count_drop(__u32 reason)
+{
+	__u64 *c = bpf_map_lookup_elem(&drops, &reason);
+
+	if (c)
+		*c += 1;
+}
+
+#include "args.bpf.h"
+
+static __always_inline void fill_hdr(struct ct_hdr *h, __u8 type, __u32 probe_id, __u64 pid_tgid,
+				     __u32 depth, __u64 ts)
+{
+	h->type = type;
+	h->depth = depth;
+	h->probe_id = probe_id;
+	h->pid = pid_tgid >> 32;
+	h->tid = (__u32)pid_tgid;
+	h->cpu = bpf_get_smp_processor_id();
+	h->ts = ts;
+}
+
+static __always_inline int emit_dlopen(__u64 pid_tgid, __u32 probe_id)
+{
+	__u32 tgid = pid_tgid >> 32;
+	struct ct_proc_event *ev;
+
+	if (!bpf_map_lookup_elem(&traced, &tgid))
+		return 0;
+	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (!ev) {
+		count_drop(CT_DROP_RINGBUF);
+		return 0;
+	}
+	__builtin_memset(ev, 0, sizeof(*ev));
+	fill_hdr(&ev->hdr, CT_EV_DLOPEN, probe_id, pid_tgid, 0, bpf_ktime_get_ns());
+	bpf_get_current_comm(ev->comm, sizeof(ev->comm));
+	bpf_ringbuf_submit(ev, 0);
+	return 0;
+}
+
+static struct ct_thread zero_thread;
+
+static __always_inline struct ct_thread *thread_state(__u32 tid)
+{
+	struct ct_thread *t = bpf_map_lookup_elem(&threads, &tid);
+
+	if (t)
+		return t;
+	bpf_map_update_elem(&threads, &tid, &zero_thread, BPF_NOEXIST);
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (!t)
+		count_drop(CT_DROP_THREADS);
+	return t;
+}
+
+/*
+ * Frames whose stack pointer lies at or below the current one were left by an
+ * unwind (C++ exception, longjmp) that skipped their return probe: the kernel
+ * drops those return instances, so the frames would never be popped.
+ */
+static __always_inline __u32 pop_stale(struct ct_thread *t, __u64 sp)
+{
+	__u32 depth = t->depth;
+
+	for (int i = 0; i < CT_MAX_DEPTH; i++) {
+		if (depth == 0 || depth > CT_MAX_DEPTH)
+			break;
+		if (t->frames[(depth - 1) & (CT_MAX_DEPTH - 1)].sp > sp)
+			break;
+		depth--;
+		count_drop(CT_DROP_UNPAIRED);
+	}
+	return depth;
+}
+
+SEC("uprobe")
+int ct_entry(struct pt_regs *ctx)
+{
+	__u32 probe_id = (__u32)bpf_get_attach_cookie(ctx);
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 ts = bpf_ktime_get_ns(), sp = PT_REGS_SP(ctx);
+	const struct ct_probe_spec *spec;
+	struct ct_call_event *ev;
+	struct ct_frame *f;
+	struct ct_thread *t;
+	__u32 depth;
+
+	spec = bpf_map_lookup_elem(&probe_specs, &probe_id);
+	if (!spec)
+		return 0;
+	if (spec->kind == CT_K_DL_STATE)
+		return emit_dlopen(pid_tgid, probe_id);
+
+	t = thread_state((__u32)pid_tgid);
+	if (!t)
+		return 0;
+	depth = pop_stale(t, sp);
+
+	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (ev) {
+		fill_hdr(&ev->hdr, CT_EV_CALL, probe_id, pid_tgid, depth, ts);
+		bpf_get_current_comm(ev->comm, sizeof(ev->comm));
+		__u32 zero = 0;
+		struct ct_vals *v;
+
+		decode_args(ctx, probe_id, pid_tgid >> 32);
+		v = bpf_map_lookup_elem(&decoded, &zero);
+		if (v)
+			__builtin_memcpy(ev->val, v->v, sizeof(ev->val));
+		else
+			__builtin_memset(ev->val, 0, sizeof(ev->val));
+	} else {
+		count_drop(CT_DROP_RINGBUF);
+	}
+
+	if (depth < CT_MAX_DEPTH) {
+		f = &t->frames[depth & (CT_MAX_DEPTH - 1)];
+		f->ts = ts;
+		f->sp = sp;
+		f->probe_id = probe_id;
+		f->out_ptr = ev ? ev->val[CT_V_OUT] : 0;
+		f->size = ev ? (__u32)ev->val[CT_V_COMM_SIZE] : 0;
+		f->rank = ev ? (__u32)ev->val[CT_V_COMM_RANK] : 0;
+		f->emitted = ev != NULL;
+	} else {
+		count_drop(CT_DROP_DEPTH);
+	}
+	t->depth = depth + 1;
+	if (ev)
+		bpf_ringbuf_submit(ev, 0);
+	return 0;
+}
+
+SEC("uretprobe")
+int ct_exit(struct pt_regs *ctx)
+{
+	__u32 probe_id = (__u32)bpf_get_attach_cookie(ctx);
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 ts = bpf_ktime_get_ns();
+	const struct ct_probe_spec *spec;
+	struct ct_ret_event *ev;
+	struct ct_frame *f;
+	struct ct_thread *t;
+	__u32 tid = (__u32)pid_tgid, depth;
+	__u64 out = 0;
+
+	spec = bpf_map_lookup_elem(&probe_specs, &probe_id);
+	if (!spec)
+		return 0;
+	t = bpf_map_lookup_elem(&threads, &tid);
+	if (!t || t->depth == 0) {
+		/* Attached while the call was in flight. */
+		count_drop(CT_DROP_UNPAIRED);
+		return 0;
+	}
+	/* After `ret` the stack pointer is 8 above its value at entry. */
+	depth = pop_stale(t, PT_REGS_SP(ctx) - 16);
+	if (depth == 0) {
+		t->depth = 0;
+		count_drop(CT_DROP_UNPAIRED);
+		return 0;
+	}
+	depth--;
+	t->depth = depth;
+	if (depth >= CT_MAX_DEPTH)
+		return 0;
+	f = &t->frames[depth & (CT_MAX_DEPTH - 1)];
+	if (f->probe_id != probe_id) {
+		count_drop(CT_DROP_UNPAIRED);
+		return 0;
+	}
+
+	if ((spec->flags & CT_PF_OUT_PTR) && f->out_ptr)
+		bpf_probe_read_user(&out, sizeof(out), (void *)f->out_ptr);
+	if ((spec->flags & CT_PF_COMM_INIT) && out) {
+		struct ct_comm_key key = {.tgid = pid_tgid >> 32, .comm = out};
+		struct ct_comm_info info = {.size = f->size, .rank = f->rank};
+
+		bpf_map_update_elem(&comm_info, &key, &info, BPF_ANY);
+	}
+	if (!f->emitted)
+		return 0; /* its entry was dropped and counted; a lone return helps nobody */
+
+	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (!ev) {
+		count_drop(CT_DROP_RINGBUF);
+		return 0;
+	}
+	fill_hdr(&ev->hdr, CT_EV_RET, probe_id, pid_tgid, depth, ts);
+	ev->duration = ts - f->ts;
+	ev->retval = PT_REGS_RC(ctx);
+	ev->out = out;
+	bpf_ringbuf_submit(ev, 0);
+	return 0;
+}
+
+static __always_inline int emit_proc(__u8 type, struct task_struct *task, __u32 child, int code)
+{
+	struct ct_proc_event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	__u64 pid_tgid;
+
+	if (!ev) {
+		count_drop(CT_DROP_RINGBUF);
+		return 0;
+	}
+	__builtin_memset(ev, 0, sizeof(*ev));
+	pid_tgid = ((__u64)BPF_CORE_READ(task, tgid) << 32) | (__u32)BPF_CORE_READ(task, pid);
+	fill_hdr(&ev->hdr, type, 0, pid_tgid, 0, bpf_ktime_get_ns());
+	ev->child = child;
+	ev->exit_code = code;
+	BPF_CORE_READ_STR_INTO(&ev->comm, task, comm);
+	bpf_ringbuf_submit(ev, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(ct_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = BPF_CORE_READ(parent, tgid), ctgid = BPF_CORE_READ(child, tgid), one = 1;
+
+	if (ptgid == ctgid || !bpf_map_lookup_elem(&traced, &ptgid))
+		return 0; /* a new thread, or not ours */
+	if (!ct_follow)
+		return 0;
+	bpf_map_update_elem(&traced, &ctgid, &one, BPF_ANY);
+	return emit_proc(CT_EV_FORK, parent, ctgid, 0);
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(ct_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+
+	if (!bpf_map_lookup_elem(&traced, &tgid))
+		return 0;
+	return emit_proc(CT_EV_EXEC, p, 0, 0);
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(ct_proc_exit, struct task_struct *p)
+{
+	__u32 tgid = BPF_CORE_READ(p, tgid), tid = BPF_CORE_READ(p, pid);
+	int code;
+
+	bpf_map_delete_elem(&threads, &tid);
+	if (!bpf_map_lookup_elem(&traced, &tgid))
+		return 0;
+	/* do_exit() decrements signal->live before this tracepoint: 0 means the last thread. */
+	if (BPF_CORE_READ(p, signal, live.counter) != 0)
+		return 0;
+	code = BPF_CORE_READ(p, exit_code);
+	bpf_map_delete_elem(&traced, &tgid);
+	return emit_proc(CT_EV_EXIT, p, 0, code);
+}

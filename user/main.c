@@ -1,12 +1,429 @@
 // SPDX-License-Identifier: MIT
+/*
+ * commtrace-bpf: attach to running processes (or launch a command and follow
+ * its children), trace their collectives, report. Subcommands for offline work
+ * (devprof) dispatch from here.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#include <bpf/libbpf.h>
+#include "cli.h"
 #include "devprof/devprof_cli.h"
+#include "export/export.h"
+#include "target/proc.h"
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static uint64_t now_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	clock_gettime(clk, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static void print_probe(const struct ct_libdesc *d, const struct ct_file *f, const char *shown)
+{
+	for (size_t i = 0; i < d->n_funcs; i++) {
+		const struct ct_sym_found *s = &f->funcs[i];
+
+		if (!s->found)
+			continue;
+		printf("probe lib=%s function=%s symbol=%s addr=0x%llx offset=0x%llx aliases=%d "
+		       "file=%s\n",
+		       d->name, d->funcs[i].name, s->symbol, (unsigned long long)s->addr,
+		       (unsigned long long)s->file_off, s->n_aliases, shown);
+	}
+}
+
+/* Which library a file is: by name, else the one whose functions it has most of. */
+static struct ct_file *resolve_any(struct ct_session *s, const char *path, char *err,
+				   size_t errlen)
+{
+	const struct ct_libdesc *d = ct_catalog_match_file(path);
+	struct ct_file *best = NULL, *f;
+
+	if (d)
+		return ct_file_get(s, path, d, err, errlen);
+	for (size_t i = 0; i < ct_n_libs; i++) {
+		if (ct_libs[i] == &ct_lib_ldso)
+			continue;
+		f = ct_file_get(s, path, ct_libs[i], err, errlen);
+		if (!f)
+			return NULL;
+		if (f->n_found && (!best || f->n_found > best->n_found))
+			best = f;
+	}
+	if (!best)
+		snprintf(err, errlen, "%s has none of the functions of %s", path,
+			 ct_catalog_file_list());
+	return best;
+}
+
+struct dry_ctx {
+	struct ct_session *s;
+	pid_t pid;
+	int n;
+};
+
+static int dry_map(const struct ct_map *m, void *arg)
+{
+	struct dry_ctx *c = arg;
+	const struct ct_libdesc *d = ct_catalog_match_file(m->path);
+	char host[PATH_MAX], err[512];
+	struct ct_file *f;
+
+	if (!d || d == &ct_lib_ldso || !strchr(m->perms, 'x'))
+		return 0;
+	if (ct_proc_target_path(c->pid, m->path, host, sizeof(host)))
+		return 0;
+	f = ct_file_get(c->s, host, d, err, sizeof(err));
+	if (!f) {
+		fprintf(stderr, "commtrace-bpf: %s\n", err);
+		return 0;
+	}
+	print_probe(d, f, m->path);
+	c->n++;
+	return 0;
+}
+
+static int run_dry(struct ct_session *s)
+{
+	struct ct_opts *o = s->opts;
+	char err[512];
+	int rc = CT_EXIT_OK;
+
+	if (o->lib_path) {
+		struct ct_file *f = resolve_any(s, o->lib_path, err, sizeof(err));
+
+		if (!f) {
+			fprintf(stderr, "commtrace-bpf: %s\n", err);
+			return CT_EXIT_NOLIB;
+		}
+		print_probe(f->desc, f, o->lib_path);
+	}
+	for (int i = 0; i < o->n_pids; i++) {
+		struct dry_ctx c = {.s = s, .pid = o->pids[i]};
+		int r = ct_maps_foreach(o->pids[i], dry_map, &c);
+
+		if (r == -ESRCH || r == -ENOENT) {
+			fprintf(stderr, "commtrace-bpf: no such process: %d\n", o->pids[i]);
+			return CT_EXIT_NOPROC;
+		}
+		if (r < 0) {
+			fprintf(stderr, "commtrace-bpf: reading the mappings of pid %d: %s\n",
+				o->pids[i], strerror(-r));
+			return CT_EXIT_FAIL;
+		}
+		if (!c.n && !o->wait_libs) {
+			fprintf(stderr,
+				"commtrace-bpf: no collective library found in pid %d's mappings; "
+				"looked for %s\n",
+				o->pids[i], ct_catalog_file_list());
+			rc = CT_EXIT_NOLIB;
+		}
+	}
+	return rc;
+}
+
+/* Launch mode: the child waits on a pipe until the tracer is ready, then execs. */
+static int launch(struct ct_session *s, int *gate)
+{
+	int fds[2];
+	pid_t pid;
+
+	if (pipe2(fds, O_CLOEXEC))
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		char c;
+
+		close(fds[1]);
+		if (read(fds[0], &c, 1) != 1)
+			_exit(127); /* the tracer failed before the go */
+		execvp(s->opts->cmd[0], s->opts->cmd);
+		fprintf(stderr, "commtrace-bpf: cannot run %s: %s\n", s->opts->cmd[0],
+			strerror(errno));
+		_exit(127);
+	}
+	close(fds[0]);
+	*gate = fds[1];
+	s->child = pid;
+	return 0;
+}
+
+static int find_ldso(const struct ct_map *m, void *ctx)
+{
+	if (ct_catalog_match_file(m->path) != &ct_lib_ldso)
+		return 0;
+	snprintf(ctx, PATH_MAX, "%s", m->path);
+	return 1;
+}
+
+/*
+ * The launched command starts with the same dynamic linker as we do; a binary
+ * with another interpreter is found by the scan at its exec.
+ */
+static int attach_ldso_self(struct ct_session *s)
+{
+	char path[PATH_MAX];
+
+	if (ct_maps_foreach(getpid(), find_ldso, path) != 1)
+		return -ENOENT;
+	return ct_bpf_attach_ldso(s, path);
+}
+
+static int count_probes(struct ct_session *s, char *libs, size_t len)
+{
+	int n = s->n_ldso, off = 0;
+	int per_lib[CT_LIB_MAX] = {0};
+
+	for (int i = 0; i < s->n_procs; i++) {
+		n += (int)s->procs[i]->n_links;
+		for (int k = 0; k < s->procs[i]->n_libs; k++)
+			per_lib[s->procs[i]->libs[k].file->desc->lib]++;
+	}
+	libs[0] = 0;
+	for (int l = 0; l < CT_LIB_MAX; l++) {
+		int w;
+
+		if (!per_lib[l])
+			continue;
+		w = snprintf(libs + off, len - off, "%s%s x%d", off ? ", " : "", ct_lib_name(l),
+			     per_lib[l]);
+		if (w < 0 || (size_t)w >= len - off)
+			break;
+		off += w;
+	}
+	if (!off)
+		snprintf(libs, len, "none yet");
+	return n;
+}
+
+static void check_liveness(struct ct_session *s)
+{
+	int status;
+
+	if (s->child && !s->child_reaped && waitpid(s->child, &status, WNOHANG) == s->child) {
+		s->child_reaped = true;
+		s->child_status = status;
+	}
+	for (int i = 0; i < s->n_procs; i++) {
+		struct ct_proc *p = s->procs[i];
+
+		/* The exit tracepoint says so first; this catches an event lost to a full ring. */
+		if (!p->exited && !ct_proc_alive(p->pid)) {
+			p->exited = true;
+			ct_proc_detach(s, p);
+		}
+	}
+}
+
+static int trace(struct ct_session *s)
+{
+	struct ct_opts *o = s->opts;
+	uint64_t t0, next_live, last_check = 0, deadline = 0;
+	const char *why;
+	char libs[256];
+	int gate = -1, err, rc = CT_EXIT_OK, nprobes;
+
+	for (int i = 0; i < o->n_pids; i++) {
+		if (!ct_proc_alive(o->pids[i])) {
+			fprintf(stderr, "commtrace-bpf: no such process: %d\n", o->pids[i]);
+			return CT_EXIT_NOPROC;
+		}
+	}
+	why = ct_bpf_unavailable_reason();
+	if (why) {
+		fprintf(stderr, "commtrace-bpf: cannot use BPF: %s\n", why);
+		return CT_EXIT_NOPRIV;
+	}
+	err = ct_bpf_open_load(s);
+	if (err)
+		return err == -EPERM || err == -EACCES ? CT_EXIT_NOPRIV : CT_EXIT_FAIL;
+
+	s->mono_to_wall_ns = now_ns(CLOCK_REALTIME) - now_ns(CLOCK_MONOTONIC);
+	s->start_ns = now_ns(CLOCK_MONOTONIC);
+
+	for (int i = 0; i < o->n_pids; i++) {
+		struct ct_proc *p = ct_proc_add(s, o->pids[i]);
+
+		if (!p)
+			return CT_EXIT_FAIL;
+		err = ct_bpf_trace_pid(s, p->pid);
+		if (!err)
+			err = ct_proc_scan(s, p);
+		if (err == -ESRCH || err == -ENOENT) {
+			fprintf(stderr, "commtrace-bpf: no such process: %d\n", p->pid);
+			return CT_EXIT_NOPROC;
+		}
+		if (err < 0) {
+			fprintf(stderr, "commtrace-bpf: pid %d: %s\n", p->pid, strerror(-err));
+			return CT_EXIT_FAIL;
+		}
+		if (p->n_libs == 0 && !o->wait_libs) {
+			fprintf(stderr,
+				"commtrace-bpf: no collective library found in pid %d's mappings; "
+				"looked for %s (use --wait-libs to wait for one to be loaded)\n",
+				p->pid, ct_catalog_file_list());
+			return CT_EXIT_NOLIB;
+		}
+	}
+	if (o->cmd) {
+		struct ct_proc *p;
+
+		err = launch(s, &gate);
+		if (err) {
+			fprintf(stderr, "commtrace-bpf: cannot start %s: %s\n", o->cmd[0],
+				strerror(-err));
+			return CT_EXIT_FAIL;
+		}
+		p = ct_proc_add(s, s->child);
+		if (!p || ct_bpf_trace_pid(s, s->child)) {
+			close(gate);
+			return CT_EXIT_FAIL;
+		}
+		if (attach_ldso_self(s))
+			fprintf(stderr, "commtrace-bpf: warning: no dynamic-linker probe; libraries "
+					"loaded later are found by polling every 0.5 s\n");
+	}
+	nprobes = count_probes(s, libs, sizeof(libs));
+	if (o->cmd)
+		fprintf(stderr,
+			"attached: %d probes, launching '%s' as pid %d and following its children "
+			"(libraries: %s)\n",
+			nprobes, o->cmd[0], s->child, libs);
+	else
+		fprintf(stderr, "attached: %d probes on %d process%s (libraries: %s)\n", nprobes,
+			s->n_procs, s->n_procs == 1 ? "" : "es", libs);
+	if (gate >= 0) {
+		if (write(gate, "g", 1) != 1)
+			fprintf(stderr, "commtrace-bpf: the launched command did not start\n");
+		close(gate);
+	}
+
+	t0 = now_ns(CLOCK_MONOTONIC);
+	next_live = o->interval > 0 ? t0 + (uint64_t)(o->interval * 1e9) : 0;
+	if (o->duration > 0)
+		deadline = t0 + (uint64_t)(o->duration * 1e9);
+	while (!stop_signal) {
+		uint64_t now;
+
+		err = ring_buffer__poll(s->rb, 100);
+		if (err < 0 && err != -EINTR) {
+			fprintf(stderr, "commtrace-bpf: polling the ring buffer: %s\n",
+				strerror(-err));
+			rc = CT_EXIT_FAIL;
+			break;
+		}
+		now = now_ns(CLOCK_MONOTONIC);
+		if (deadline && now >= deadline)
+			break;
+		if (next_live && now >= next_live) {
+			ct_bpf_read_drops(s);
+			ct_export_summary(s, stderr, false);
+			next_live = now + (uint64_t)(o->interval * 1e9);
+		}
+		if (now - last_check >= 500000000ULL) {
+			last_check = now;
+			check_liveness(s);
+			/* Libraries mapped without the dynamic linker's notice (rare). */
+			for (int i = 0; i < s->n_procs; i++)
+				if (!s->procs[i]->exited)
+					ct_proc_scan(s, s->procs[i]);
+			if (ct_session_live_procs(s) == 0 && (!s->child || s->child_reaped))
+				break;
+		}
+	}
+	/* What the kernel already produced belongs to the report. */
+	ring_buffer__consume(s->rb);
+	s->end_ns = now_ns(CLOCK_MONOTONIC);
+	ct_bpf_read_drops(s);
+	if (stop_signal)
+		fprintf(stderr, "commtrace-bpf: stopped by signal %d, detaching\n", (int)stop_signal);
+	if (s->child) {
+		if (s->child_reaped && WIFEXITED(s->child_status))
+			fprintf(stderr, "commtrace-bpf: '%s' exited with status %d\n", o->cmd[0],
+				WEXITSTATUS(s->child_status));
+		else if (s->child_reaped && WIFSIGNALED(s->child_status))
+			fprintf(stderr, "commtrace-bpf: '%s' killed by signal %d\n", o->cmd[0],
+				WTERMSIG(s->child_status));
+		else
+			fprintf(stderr, "commtrace-bpf: '%s' (pid %d) still running, detached\n",
+				o->cmd[0], s->child);
+	}
+	return rc;
+}
 
 int main(int argc, char **argv)
 {
+	struct ct_session s = {0};
+	struct ct_opts o;
+	struct sigaction sa = {.sa_handler = on_signal};
+	int rc;
+
 	if (argc > 1 && strcmp(argv[1], "devprof") == 0)
 		return devprof_cli_main(argc - 1, argv + 1);
-	fprintf(stderr, "commtrace-bpf: tracer not built yet\n");
-	return 2;
+
+	rc = ct_parse_args(argc, argv, &o);
+	if (rc)
+		return rc == CT_EXIT_DONE ? 0 : rc;
+	ct_verbose = o.verbose;
+	s.opts = &o;
+
+	if (o.check) {
+		const char *why = ct_bpf_unavailable_reason();
+
+		if (!why && ct_bpf_open_load(&s))
+			why = "the BPF programs did not load (see the messages above)";
+		ct_bpf_close(&s);
+		if (why) {
+			fprintf(stderr, "commtrace-bpf: BPF unavailable: %s\n", why);
+			return CT_EXIT_NOPRIV;
+		}
+		fprintf(stderr, "commtrace-bpf: BPF uprobes usable\n");
+		return 0;
+	}
+	if (o.dry_run) {
+		rc = run_dry(&s);
+		ct_session_free(&s);
+		return rc;
+	}
+
+	/* No SA_RESTART: the poll returns at once on Ctrl-C. */
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	rc = trace(&s);
+	if (s.skel && (rc == CT_EXIT_OK || s.n_procs)) {
+		if (!o.quiet)
+			ct_export_summary(&s, stderr, true);
+		if (o.json_path) {
+			int err = ct_export_json(&s, o.json_path);
+
+			if (err) {
+				fprintf(stderr, "commtrace-bpf: writing %s: %s\n", o.json_path,
+					strerror(-err));
+				rc = CT_EXIT_FAIL;
+			}
+		}
+	}
+	ct_session_free(&s);
+	ct_bpf_close(&s);
+	return rc;
 }

@@ -167,11 +167,11 @@ struct ct_proc_event {
 /* Per-thread state kept in BPF between entry and return. */
 struct ct_frame {
 	__u64 ts;
+	__u64 sp;	 /* user stack pointer at entry: detects frames skipped by an unwind */
 	__u64 out_ptr;
-	__u64 comm;
 	__u32 probe_id;
-	__u32 pad;
-	__u32 size;	/* for CT_PF_COMM_INIT */
+	__u32 emitted;	 /* the entry event reached the ring buffer */
+	__u32 size;	 /* for CT_PF_COMM_INIT */
 	__u32 rank;
 };
 

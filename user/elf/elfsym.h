@@ -21,9 +21,9 @@ struct ct_elf_sym {
 	const char *version; /* "GLIBC_2.2.5", or NULL */
 	uint64_t addr;	     /* st_value */
 	uint64_t size;
-	uint8_t type;	     /* STT_* */
-	uint8_t bind;	     /* STB_* */
-	bool dynsym;	     /* from .dynsym (else .symtab) */
+	uint8_t type; /* STT_* */
+	uint8_t bind; /* STB_* */
+	bool dynsym;  /* from .dynsym (else .symtab) */
 };
 
 /* Return non-zero from the callback to stop the walk (that value is returned). */
@@ -49,12 +49,14 @@ bool ct_elf_is_dyn(const struct ct_elf *e);
 char *ct_demangle_qualified(const char *mangled);
 /* Full demangled name with parameters, malloc'ed; NULL if not C++. */
 char *ct_demangle(const char *mangled);
+/* The reduction ct_demangle_qualified applies to an already demangled name; malloc'ed. */
+char *ct_demangled_to_qualified(const char *demangled);
 
 /* What to look for. */
 struct ct_sym_want {
 	const char *name; /* C name, or C++ qualified name "ns::Cls::fn" when cxx */
 	bool cxx;
-	bool object;	  /* a data object (STT_OBJECT) rather than a function */
+	bool object; /* a data object (STT_OBJECT) rather than a function */
 };
 
 struct ct_sym_found {
@@ -62,9 +64,9 @@ struct ct_sym_found {
 	uint64_t addr;	   /* st_value of the chosen definition */
 	uint64_t file_off; /* file offset for the uprobe */
 	uint64_t size;
-	int n_aliases;	   /* other names at the same address (e.g. PMPI_X) */
-	int n_overloads;   /* other addresses matching a C++ name (all but the first ignored) */
-	char symbol[256];  /* the raw symbol chosen (mangled for C++) */
+	int n_aliases;	  /* other names at the same address (e.g. PMPI_X) */
+	int n_overloads;  /* other addresses matching a C++ name (all but the first ignored) */
+	char symbol[256]; /* the raw symbol chosen (mangled for C++) */
 };
 
 /* Resolve n wants in one pass over the symbol tables; returns how many were found. */

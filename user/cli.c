@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: MIT
+/* Command line: BCC/libbpf-tools conventions, strict numeric parsing. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+#include "target/proc.h"
+
+static const char usage_text[] =
+	"Usage: commtrace-bpf -p PID[,PID...] [options]\n"
+	"       commtrace-bpf [options] -- COMMAND [ARGS...]\n"
+	"       commtrace-bpf --dry-run (-p PID | --lib PATH)\n"
+	"       commtrace-bpf devprof SUBCOMMAND ...   (device profile buffers; see devprof --help)\n"
+	"\n"
+	"Trace the collectives (Open MPI, Gloo, PyTorch c10d, NCCL, HCCL) of running processes\n"
+	"with uprobes: calls, bytes, dtypes, communicators and latency, without changing or\n"
+	"restarting them. Detaching leaves the processes as they were.\n"
+	"\n"
+	"Options:\n"
+	"  -p, --pid PID[,PID...]   trace these running processes\n"
+	"  -d, --duration SECONDS   stop after this long (default: until Ctrl-C or all exit)\n"
+	"  -i, --interval SECONDS   print a live summary on stderr this often\n"
+	"      --json FILE          write the report as JSON (schema: docs/json.md)\n"
+	"      --dry-run            resolve and print the probes that would be attached\n"
+	"      --lib PATH           with --dry-run: resolve this library file\n"
+	"      --wait-libs          accept processes that map no known library yet\n"
+	"                           (they are attached when one is loaded)\n"
+	"      --ringbuf MB         BPF ring buffer size (default 8, a power of 2)\n"
+	"      --check              say whether BPF uprobes can be used here, and exit\n"
+	"  -q, --quiet              no summary on stderr\n"
+	"  -v, --verbose            more detail (-vv: libbpf debug and every event)\n"
+	"  -V, --version            print the version\n"
+	"  -h, --help               this help\n"
+	"\n"
+	"Exit status: 0 done, 1 failed, 2 bad usage, 3 BPF unavailable (privilege), 4 no such\n"
+	"process, 5 no known library in a process.\n"
+	"\n"
+	"Examples:\n"
+	"  sudo commtrace-bpf -p 4242                     # trace a running rank until Ctrl-C\n"
+	"  sudo commtrace-bpf -p 4242,4243 -d 30 --json comm.json\n"
+	"  sudo commtrace-bpf -i 5 -- mpirun -np 4 ./train   # launch, follow every rank\n"
+	"  sudo commtrace-bpf --dry-run -p 4242           # what would be probed\n"
+	"  commtrace-bpf --dry-run --lib /usr/lib/x86_64-linux-gnu/libnccl.so.2\n";
+
+void ct_usage(FILE *out)
+{
+	fputs(usage_text, out);
+}
+
+static int parse_seconds(const char *what, const char *s, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v) || v <= 0) {
+		fprintf(stderr, "commtrace-bpf: invalid %s '%s': a positive number of seconds\n",
+			what, s);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+int ct_parse_args(int argc, char **argv, struct ct_opts *o)
+{
+	enum { OPT_JSON = 256, OPT_DRY, OPT_LIB, OPT_WAIT, OPT_RB, OPT_CHECK };
+	static const struct option longopts[] = {
+		{"pid", required_argument, NULL, 'p'},
+		{"duration", required_argument, NULL, 'd'},
+		{"interval", required_argument, NULL, 'i'},
+		{"json", required_argument, NULL, OPT_JSON},
+		{"dry-run", no_argument, NULL, OPT_DRY},
+		{"lib", required_argument, NULL, OPT_LIB},
+		{"wait-libs", no_argument, NULL, OPT_WAIT},
+		{"ringbuf", required_argument, NULL, OPT_RB},
+		{"check", no_argument, NULL, OPT_CHECK},
+		{"quiet", no_argument, NULL, 'q'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"version", no_argument, NULL, 'V'},
+		{"help", no_argument, NULL, 'h'},
+		{},
+	};
+	int c, n;
+	char *end;
+	unsigned long mb;
+
+	memset(o, 0, sizeof(*o));
+	o->ringbuf_mb = 8;
+	/* "+": stop at the first non-option, so that a launched command keeps its own flags. */
+	while ((c = getopt_long(argc, argv, "+p:d:i:qvVh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			n = ct_parse_pid_list(optarg, o->pids + o->n_pids,
+					      CT_MAX_TARGETS - o->n_pids);
+			if (n < 0) {
+				fprintf(stderr,
+					"commtrace-bpf: invalid pid list '%s': expected PID[,PID...] "
+					"of positive integers\n",
+					optarg);
+				return CT_EXIT_USAGE;
+			}
+			o->n_pids += n;
+			break;
+		case 'd':
+			if (parse_seconds("duration", optarg, &o->duration))
+				return CT_EXIT_USAGE;
+			break;
+		case 'i':
+			if (parse_seconds("interval", optarg, &o->interval))
+				return CT_EXIT_USAGE;
+			break;
+		case OPT_JSON:
+			o->json_path = optarg;
+			break;
+		case OPT_DRY:
+			o->dry_run = true;
+			break;
+		case OPT_LIB:
+			o->lib_path = optarg;
+			break;
+		case OPT_WAIT:
+			o->wait_libs = true;
+			break;
+		case OPT_RB:
+			errno = 0;
+			mb = strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end || mb == 0 || mb > 1024 ||
+			    (mb & (mb - 1))) {
+				fprintf(stderr,
+					"commtrace-bpf: invalid --ringbuf '%s': a power of two from 1 "
+					"to 1024 (MiB)\n",
+					optarg);
+				return CT_EXIT_USAGE;
+			}
+			o->ringbuf_mb = (unsigned int)mb;
+			break;
+		case OPT_CHECK:
+			o->check = true;
+			break;
+		case 'q':
+			o->quiet = true;
+			break;
+		case 'v':
+			o->verbose++;
+			break;
+		case 'V':
+			printf("commtrace-bpf %s\n", CT_VERSION);
+			return CT_EXIT_DONE;
+		case 'h':
+			ct_usage(stdout);
+			return CT_EXIT_DONE;
+		default:
+			fprintf(stderr, "Try 'commtrace-bpf --help' for more information.\n");
+			return CT_EXIT_USAGE;
+		}
+	}
+	if (optind < argc)
+		o->cmd = argv + optind;
+	if (o->check)
+		return 0;
+	if (o->lib_path && !o->dry_run) {
+		fprintf(stderr, "commtrace-bpf: --lib goes with --dry-run\n");
+		return CT_EXIT_USAGE;
+	}
+	if (o->cmd && o->n_pids) {
+		fprintf(stderr, "commtrace-bpf: give either -p PID or a command after --, not both\n");
+		return CT_EXIT_USAGE;
+	}
+	if (!o->cmd && !o->n_pids && !(o->dry_run && o->lib_path)) {
+		fprintf(stderr, "commtrace-bpf: nothing to trace: give -p PID or -- COMMAND\n"
+				"Try 'commtrace-bpf --help' for more information.\n");
+		return CT_EXIT_USAGE;
+	}
+	if (o->dry_run && o->cmd) {
+		fprintf(stderr, "commtrace-bpf: --dry-run takes -p PID or --lib PATH\n");
+		return CT_EXIT_USAGE;
+	}
+	return 0;
+}

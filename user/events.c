@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Ring buffer records → per-process statistics. A call is counted (with its
+ * bytes) at its entry, so that a call that never returns (a hang, a killed
+ * rank) is still counted; its duration is added at its return.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "session.h"
+#include "target/proc.h"
+
+_Static_assert(sizeof(struct ct_hdr) == 24, "ct_hdr layout");
+_Static_assert(sizeof(struct ct_loc) == 8, "ct_loc layout");
+_Static_assert(sizeof(struct ct_probe_spec) == 8 + 8 * CT_NVAL, "ct_probe_spec layout");
+_Static_assert(sizeof(struct ct_call_event) == 24 + 16 + 8 * CT_NVAL, "ct_call_event layout");
+_Static_assert(sizeof(struct ct_ret_event) == 48, "ct_ret_event layout");
+_Static_assert(sizeof(struct ct_proc_event) == 48, "ct_proc_event layout");
+_Static_assert(sizeof(struct ct_frame) == 40, "ct_frame layout");
+
+static const struct ct_libinst *proc_lib(const struct ct_proc *p, const struct ct_libdesc *d)
+{
+	for (int i = 0; i < p->n_libs; i++)
+		if (p->libs[i].file->desc == d)
+			return &p->libs[i];
+	return NULL;
+}
+
+const char *ct_dtype_name(const struct ct_proc *p, const struct ct_libdesc *d, uint64_t raw)
+{
+	const struct ct_named_value *v;
+	const struct ct_libinst *li;
+
+	if (d->n_dtypes) {
+		v = ct_named_find(d->dtypes, d->n_dtypes, raw);
+		return v ? v->name : NULL;
+	}
+	if (!d->n_dtype_objects || !raw)
+		return NULL;
+	li = proc_lib(p, d);
+	if (!li)
+		return NULL;
+	for (size_t i = 0; i < d->n_dtype_objects; i++)
+		if (li->dtype_addr[i] == raw)
+			return d->dtype_objects[i].name;
+	return "derived"; /* a user-defined datatype: its size is still exact */
+}
+
+static struct ct_fstats *fstats(struct ct_proc *p, uint32_t id)
+{
+	if (!p->stats[id])
+		p->stats[id] = calloc(1, sizeof(struct ct_fstats));
+	return p->stats[id];
+}
+
+static void on_call(struct ct_session *s, const struct ct_call_event *ev)
+{
+	const struct ct_libdesc *d;
+	const struct ct_func *fn = ct_catalog_func(ev->hdr.probe_id, &d);
+	struct ct_proc *p = ct_proc_find(s, ev->hdr.pid);
+	struct ct_fstats *st;
+
+	if (!fn || !p)
+		return;
+	st = fstats(p, ev->hdr.probe_id);
+	if (!st) {
+		s->dropped_user++;
+		return;
+	}
+	st->calls++;
+	p->calls++;
+	st->bytes_sent += ct_bytes(d, &fn->sent, ev->val);
+	st->bytes_recv += ct_bytes(d, &fn->recv, ev->val);
+	if (fn->sent.on || fn->recv.on)
+		ct_fstats_dtype(st, ct_dtype_name(p, d, ev->val[fn->sent.on ? CT_V_DTYPE
+										 : CT_V_RDTYPE]));
+	if (!ct_proc_thread_name(p, ev->hdr.tid)) {
+		char name[CT_TASK_COMM_LEN + 1];
+
+		memcpy(name, ev->comm, CT_TASK_COMM_LEN);
+		name[CT_TASK_COMM_LEN] = 0;
+		ct_proc_set_thread_name(p, ev->hdr.tid, name);
+	}
+	if (ct_verbose >= 2)
+		fprintf(stderr,
+			"call pid=%u tid=%u %s count=%llu dtype=%llx comm=%llx size=%llu "
+			"rank=%llu peer=%lld\n",
+			ev->hdr.pid, ev->hdr.tid, fn->name, (unsigned long long)ev->val[CT_V_COUNT],
+			(unsigned long long)ev->val[CT_V_DTYPE],
+			(unsigned long long)ev->val[CT_V_COMM],
+			(unsigned long long)ev->val[CT_V_COMM_SIZE],
+			(unsigned long long)ev->val[CT_V_COMM_RANK],
+			(long long)(int32_t)ev->val[CT_V_PEER]);
+}
+
+static void on_ret(struct ct_session *s, const struct ct_ret_event *ev)
+{
+	struct ct_proc *p = ct_proc_find(s, ev->hdr.pid);
+	struct ct_fstats *st;
+
+	if (!p || ev->hdr.probe_id >= ct_catalog_size())
+		return;
+	st = p->stats[ev->hdr.probe_id];
+	if (!st)
+		return;
+	st->returned++;
+	ct_hist_add(&st->lat, ev->duration);
+}
+
+static void on_proc(struct ct_session *s, const struct ct_proc_event *ev)
+{
+	struct ct_proc *p = ct_proc_find(s, ev->hdr.pid), *c;
+	int rc;
+
+	switch (ev->hdr.type) {
+	case CT_EV_FORK:
+		c = ct_proc_add(s, ev->child);
+		if (!c) {
+			fprintf(stderr, "commtrace: more than %d processes: pid %u not traced\n",
+				CT_MAX_TARGETS, ev->child);
+			return;
+		}
+		ct_info("commtrace: pid %u forked %u\n", ev->hdr.pid, ev->child);
+		/* A fork without exec keeps the parent's libraries: attach now. */
+		ct_proc_scan(s, c);
+		break;
+	case CT_EV_EXEC:
+		if (!p)
+			p = ct_proc_add(s, ev->hdr.pid);
+		if (!p)
+			return;
+		/* The old image is gone, and with it what was attached to it. */
+		ct_proc_detach(s, p);
+		memcpy(p->comm, ev->comm, sizeof(p->comm) - 1);
+		p->rank = ct_proc_rank(p->pid, &p->world);
+		ct_info("commtrace: pid %u exec'ed %s (rank %d)\n", p->pid, p->comm, p->rank);
+		ct_proc_scan(s, p);
+		break;
+	case CT_EV_DLOPEN:
+		if (!p)
+			return;
+		rc = ct_proc_scan(s, p);
+		if (rc > 0)
+			ct_info("commtrace: pid %u: %d new libraries\n", p->pid, rc);
+		break;
+	case CT_EV_EXIT:
+		if (!p || p->exited)
+			return;
+		p->exited = true;
+		p->exit_code = ev->exit_code;
+		ct_proc_detach(s, p);
+		ct_info("commtrace: pid %u exited\n", p->pid);
+		break;
+	}
+}
+
+int ct_events_handle(void *ctx, void *data, size_t len)
+{
+	struct ct_session *s = ctx;
+	const struct ct_hdr *h = data;
+
+	if (len < sizeof(*h))
+		return 0;
+	s->events++;
+	switch (h->type) {
+	case CT_EV_CALL:
+		if (len >= sizeof(struct ct_call_event))
+			on_call(s, data);
+		break;
+	case CT_EV_RET:
+		if (len >= sizeof(struct ct_ret_event))
+			on_ret(s, data);
+		break;
+	case CT_EV_EXEC:
+	case CT_EV_FORK:
+	case CT_EV_EXIT:
+	case CT_EV_DLOPEN:
+		if (len >= sizeof(struct ct_proc_event))
+			on_proc(s, data);
+		break;
+	}
+	return 0;
+}

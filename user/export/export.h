@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: MIT */
+/* Exporters: they read the session's aggregates, never the BPF side. */
+#ifndef CT_EXPORT_H
+#define CT_EXPORT_H
+
+#include <stdio.h>
+#include "session.h"
+
+/* The --json document (docs/json.md). Returns 0 or -errno; the file is replaced atomically. */
+int ct_export_json(struct ct_session *s, const char *path);
+/* The human summary: per process and function, calls, bytes, latency, and drops. */
+void ct_export_summary(struct ct_session *s, FILE *out, bool final);
+/* Total drops of all kinds. */
+uint64_t ct_session_drops(const struct ct_session *s);
+
+/* Open a file for writing without following a planted symlink (O_NOFOLLOW, 0644). */
+FILE *ct_open_output(const char *path, char *tmp, size_t tmplen);
+int ct_commit_output(FILE *f, const char *tmp, const char *path);
+
+#endif

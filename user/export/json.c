@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: MIT
+/* The --json document; its schema is in docs/json.md. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cJSON.h>
+#include "export/export.h"
+
+uint64_t ct_session_drops(const struct ct_session *s)
+{
+	/* Anomalies that lose no event (unpaired returns, unreadable args) are not drops. */
+	return s->drops[CT_DROP_RINGBUF] + s->drops[CT_DROP_THREADS] + s->dropped_user;
+}
+
+static cJSON *num(double v)
+{
+	return cJSON_CreateNumber(v);
+}
+
+static void add_count(cJSON *counts, const char *name, uint64_t n)
+{
+	cJSON *c = cJSON_GetObjectItemCaseSensitive(counts, name);
+
+	if (c)
+		cJSON_SetNumberValue(c, c->valuedouble + (double)n);
+	else
+		cJSON_AddItemToObject(counts, name, num((double)n));
+}
+
+static cJSON *time_obj(const struct ct_hist *h)
+{
+	cJSON *t = cJSON_CreateObject();
+
+	cJSON_AddItemToObject(t, "min", num((double)h->min));
+	cJSON_AddItemToObject(t, "p50", num((double)ct_hist_quantile(h, 0.5)));
+	cJSON_AddItemToObject(t, "p99", num((double)ct_hist_quantile(h, 0.99)));
+	cJSON_AddItemToObject(t, "max", num((double)h->max));
+	cJSON_AddItemToObject(t, "total", num((double)h->total));
+	return t;
+}
+
+static cJSON *proc_obj(struct ct_proc *p, cJSON *all_counts, uint64_t *total)
+{
+	cJSON *o = cJSON_CreateObject(), *counts = cJSON_CreateObject();
+	cJSON *colls = cJSON_CreateArray(), *threads = cJSON_CreateArray();
+
+	cJSON_AddItemToObject(o, "pid", num(p->pid));
+	cJSON_AddItemToObject(o, "rank", p->rank >= 0 ? num(p->rank) : cJSON_CreateNull());
+	cJSON_AddItemToObject(o, "world_size", p->world >= 0 ? num(p->world) : cJSON_CreateNull());
+	cJSON_AddStringToObject(o, "comm", p->comm);
+	cJSON_AddBoolToObject(o, "exited", p->exited);
+	if (p->exited)
+		cJSON_AddItemToObject(o, "exit_code", num(p->exit_code));
+	for (uint32_t id = 0; id < ct_catalog_size(); id++) {
+		const struct ct_fstats *st = p->stats[id];
+		const struct ct_libdesc *d;
+		const struct ct_func *fn;
+		cJSON *c;
+
+		if (!st || !st->calls)
+			continue;
+		fn = ct_catalog_func(id, &d);
+		c = cJSON_CreateObject();
+		cJSON_AddStringToObject(c, "library", d->name);
+		cJSON_AddStringToObject(c, "function", fn->name);
+		cJSON_AddStringToObject(c, "kind", ct_kind_name(fn->kind));
+		cJSON_AddItemToObject(c, "calls", num((double)st->calls));
+		cJSON_AddItemToObject(c, "completed", num((double)st->returned));
+		cJSON_AddItemToObject(c, "bytes_sent", num((double)st->bytes_sent));
+		cJSON_AddItemToObject(c, "bytes_received", num((double)st->bytes_recv));
+		if (st->dtype_mixed)
+			cJSON_AddStringToObject(c, "dtype", "mixed");
+		else if (st->dtype)
+			cJSON_AddStringToObject(c, "dtype", st->dtype);
+		else
+			cJSON_AddNullToObject(c, "dtype");
+		cJSON_AddItemToObject(c, "time_ns", time_obj(&st->lat));
+		cJSON_AddItemToArray(colls, c);
+		add_count(counts, fn->name, st->calls);
+		add_count(all_counts, fn->name, st->calls);
+		*total += st->calls;
+	}
+	for (int i = 0; i < p->n_threads; i++) {
+		cJSON *t = cJSON_CreateObject();
+
+		cJSON_AddItemToObject(t, "tid", num(p->threads[i].tid));
+		cJSON_AddStringToObject(t, "name", p->threads[i].name);
+		cJSON_AddItemToArray(threads, t);
+	}
+	cJSON_AddItemToObject(o, "comm_counts", counts);
+	cJSON_AddItemToObject(o, "collectives", colls);
+	cJSON_AddItemToObject(o, "threads", threads);
+	return o;
+}
+
+int ct_export_json(struct ct_session *s, const char *path)
+{
+	static const char *const drop_names[CT_DROP_MAX] = {
+		[CT_DROP_RINGBUF] = "ringbuf_full",   [CT_DROP_THREADS] = "thread_table_full",
+		[CT_DROP_DEPTH] = "nesting_too_deep", [CT_DROP_UNPAIRED] = "unpaired_returns",
+		[CT_DROP_READ] = "unreadable_args",
+	};
+	cJSON *root = cJSON_CreateObject(), *counts = cJSON_CreateObject();
+	cJSON *procs = cJSON_CreateArray(), *drops = cJSON_CreateObject(), *clock;
+	char tmp[4096], *text;
+	uint64_t total = 0;
+	FILE *f;
+	int err;
+
+	cJSON_AddStringToObject(root, "tool", "commtrace-bpf");
+	cJSON_AddStringToObject(root, "version", CT_VERSION);
+	cJSON_AddItemToObject(root, "comm_counts", counts);
+	for (int i = 0; i < s->n_procs; i++)
+		cJSON_AddItemToArray(procs, proc_obj(s->procs[i], counts, &total));
+	cJSON_AddItemToObject(root, "total_counts", num((double)total));
+	cJSON_AddItemToObject(root, "dropped_events", num((double)ct_session_drops(s)));
+	for (int k = 0; k < CT_DROP_MAX; k++)
+		cJSON_AddItemToObject(drops, drop_names[k], num((double)s->drops[k]));
+	cJSON_AddItemToObject(drops, "user_space", num((double)s->dropped_user));
+	cJSON_AddItemToObject(drops, "processes_over_limit", num((double)s->lost_procs));
+	cJSON_AddItemToObject(root, "drops", drops);
+	clock = cJSON_CreateObject();
+	cJSON_AddStringToObject(clock, "source", "CLOCK_MONOTONIC");
+	cJSON_AddItemToObject(clock, "mono_to_wall_ns", num((double)s->mono_to_wall_ns));
+	cJSON_AddItemToObject(clock, "start_ns", num((double)s->start_ns));
+	cJSON_AddItemToObject(clock, "end_ns", num((double)s->end_ns));
+	cJSON_AddItemToObject(root, "clock", clock);
+	cJSON_AddItemToObject(root, "events", num((double)s->events));
+	cJSON_AddItemToObject(root, "processes", procs);
+
+	text = cJSON_Print(root);
+	cJSON_Delete(root);
+	if (!text)
+		return -ENOMEM;
+	f = ct_open_output(path, tmp, sizeof(tmp));
+	if (!f) {
+		err = -errno;
+		free(text);
+		return err;
+	}
+	fputs(text, f);
+	fputc('\n', f);
+	free(text);
+	return ct_commit_output(f, tmp, path);
+}

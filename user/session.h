@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One tracing session: options, traced processes, the library instances they
+ * map, per-function statistics. Every table here has a fixed capacity and a
+ * counter for what did not fit.
+ */
+#ifndef CT_SESSION_H
+#define CT_SESSION_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "catalog/catalog.h"
+#include "elf/elfsym.h"
+#include "stats.h"
+
+#define CT_MAX_TARGETS	 256 /* traced processes at once (children included) */
+#define CT_MAX_LIBINST	 16  /* attached library instances per process */
+#define CT_MAX_FILES	 64  /* resolved library files cached per session */
+#define CT_MAX_THREADS	 64  /* named threads remembered per process */
+
+struct ct_opts {
+	pid_t pids[CT_MAX_TARGETS];
+	int n_pids;
+	char **cmd; /* launch mode: the command and its arguments */
+	double duration;
+	double interval;
+	const char *json_path;
+	const char *lib_path; /* --lib: resolve one file (dry run) */
+	bool dry_run;
+	bool check;
+	bool wait_libs;
+	bool quiet;
+	int verbose;
+	unsigned int ringbuf_mb;
+};
+
+/* One resolved library file, shared by every process that maps it. */
+struct ct_file {
+	dev_t dev;
+	ino_t ino;
+	char path[PATH_MAX]; /* how we opened it (through /proc/PID/root) */
+	const struct ct_libdesc *desc;
+	struct ct_sym_found *funcs;  /* desc->n_funcs */
+	struct ct_sym_found *dtypes; /* desc->n_dtype_objects */
+	struct ct_sym_found *ops;    /* desc->n_op_objects */
+	int n_found;
+};
+
+/* A library file mapped into one process. */
+struct ct_libinst {
+	struct ct_file *file;
+	char path[PATH_MAX]; /* as the target sees it */
+	uint64_t map_start, map_off; /* one executable mapping, for runtime addresses */
+	uint64_t *dtype_addr;	     /* runtime addresses of dtype objects */
+	uint64_t *op_addr;
+	int n_links;
+};
+
+struct ct_thread_name {
+	pid_t tid;
+	char name[16];
+};
+
+struct ct_proc {
+	pid_t pid;
+	int rank, world;
+	bool exited;
+	bool attached; /* its libraries were scanned at least once */
+	int exit_code;
+	char comm[16];
+	struct ct_libinst libs[CT_MAX_LIBINST];
+	int n_libs;
+	struct bpf_link **links;
+	size_t n_links, cap_links;
+	struct ct_fstats **stats; /* indexed by probe id, allocated on first call */
+	struct ct_thread_name threads[CT_MAX_THREADS];
+	int n_threads;
+	uint64_t calls;
+};
+
+struct ct_session {
+	struct ct_opts *opts;
+	struct commtrace *skel;
+	struct ring_buffer *rb;
+	struct ct_proc *procs[CT_MAX_TARGETS];
+	int n_procs;
+	struct ct_file *files[CT_MAX_FILES];
+	int n_files;
+	struct bpf_link *ldso_links[8]; /* file-wide _dl_debug_state probes */
+	struct { dev_t dev; ino_t ino; } ldso_files[8];
+	int n_ldso;
+	pid_t child; /* launch mode */
+	bool child_reaped;
+	int child_status;
+	uint64_t events, lost_procs, dropped_user;
+	uint64_t drops[CT_DROP_MAX];
+	uint64_t mono_to_wall_ns; /* add to CLOCK_MONOTONIC ns for wall-clock ns */
+	uint64_t start_ns, end_ns;
+	bool stop;
+};
+
+/* targets.c: processes and their libraries */
+struct ct_proc *ct_proc_find(struct ct_session *s, pid_t pid);
+struct ct_proc *ct_proc_add(struct ct_session *s, pid_t pid);
+/* Scan the process' mappings and attach to every known library not yet attached.
+ * Returns the number of library instances newly attached, or -errno. */
+int ct_proc_scan(struct ct_session *s, struct ct_proc *p);
+void ct_proc_detach(struct ct_session *s, struct ct_proc *p);
+struct ct_file *ct_file_get(struct ct_session *s, const char *path, const struct ct_libdesc *d,
+			    char *err, size_t errlen);
+const char *ct_proc_thread_name(struct ct_proc *p, pid_t tid);
+void ct_proc_set_thread_name(struct ct_proc *p, pid_t tid, const char *name);
+int ct_session_live_procs(struct ct_session *s);
+void ct_session_free(struct ct_session *s);
+
+/* attach.c: BPF lifecycle */
+int ct_bpf_open_load(struct ct_session *s);
+int ct_bpf_attach_func(struct ct_session *s, struct ct_proc *p, const struct ct_file *f,
+		       uint32_t probe_id, const struct ct_sym_found *sym, pid_t pid);
+int ct_bpf_attach_ldso(struct ct_session *s, const char *path);
+int ct_bpf_trace_pid(struct ct_session *s, pid_t pid);
+void ct_bpf_read_drops(struct ct_session *s);
+void ct_bpf_close(struct ct_session *s);
+/* Why BPF cannot be used here (missing capability, …), or NULL when it can. */
+const char *ct_bpf_unavailable_reason(void);
+
+/* events.c */
+int ct_events_handle(void *ctx, void *data, size_t len);
+/* Name of a raw dtype value (enum or handle) of a library in a process, or NULL. */
+const char *ct_dtype_name(const struct ct_proc *p, const struct ct_libdesc *d, uint64_t raw);
+
+/* log */
+extern int ct_verbose;
+#define ct_info(...)                                                                               \
+	do {                                                                                       \
+		if (ct_verbose >= 1)                                                               \
+			fprintf(stderr, __VA_ARGS__);                                              \
+	} while (0)
+#define ct_debug(...)                                                                              \
+	do {                                                                                       \
+		if (ct_verbose >= 2)                                                               \
+			fprintf(stderr, __VA_ARGS__);                                              \
+	} while (0)
+
+#endif

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: MIT
+#include <string.h>
+#include "stats.h"
+
+unsigned int ct_hist_bucket(uint64_t v)
+{
+	unsigned int msb;
+
+	if (v < CT_HIST_SUB)
+		return (unsigned int)v;
+	msb = 63 - __builtin_clzll(v);
+	/* msb >= 3 here: the top 3 bits after the leading one pick the sub-bucket. */
+	return (msb - 2) * CT_HIST_SUB + (unsigned int)((v >> (msb - 3)) & (CT_HIST_SUB - 1));
+}
+
+void ct_hist_bounds(unsigned int b, uint64_t *lo, uint64_t *hi)
+{
+	unsigned int msb, sub;
+
+	if (b < CT_HIST_SUB) {
+		*lo = b;
+		*hi = b + 1;
+		return;
+	}
+	msb = b / CT_HIST_SUB + 2;
+	sub = b % CT_HIST_SUB;
+	*lo = (1ULL << msb) | ((uint64_t)sub << (msb - 3));
+	*hi = *lo + (1ULL << (msb - 3));
+}
+
+void ct_hist_add(struct ct_hist *h, uint64_t v)
+{
+	if (h->n == 0 || v < h->min)
+		h->min = v;
+	if (v > h->max)
+		h->max = v;
+	h->n++;
+	h->total += v;
+	h->b[ct_hist_bucket(v)]++;
+}
+
+uint64_t ct_hist_quantile(const struct ct_hist *h, double q)
+{
+	uint64_t rank, seen = 0, lo, hi, mid;
+
+	if (h->n == 0)
+		return 0;
+	if (q <= 0)
+		return h->min;
+	if (q >= 1)
+		return h->max;
+	/* The nearest-rank definition: the smallest value with at least q·n at or below it. */
+	rank = (uint64_t)(q * (double)h->n + 0.999999999);
+	if (rank == 0)
+		rank = 1;
+	for (unsigned int b = 0; b < CT_HIST_BUCKETS; b++) {
+		seen += h->b[b];
+		if (seen < rank)
+			continue;
+		ct_hist_bounds(b, &lo, &hi);
+		mid = lo + (hi - lo) / 2;
+		if (mid < h->min)
+			mid = h->min;
+		if (mid > h->max)
+			mid = h->max;
+		return mid;
+	}
+	return h->max;
+}
+
+void ct_fstats_dtype(struct ct_fstats *f, const char *name)
+{
+	if (!name || f->dtype_mixed)
+		return;
+	if (!f->dtype)
+		f->dtype = name;
+	else if (f->dtype != name && strcmp(f->dtype, name) != 0)
+		f->dtype_mixed = true;
+}

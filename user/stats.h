@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Fixed-size aggregates: a log-linear latency histogram (8 sub-buckets per
+ * power of two: quantiles within 6.25% of the true value, exact min/max/total)
+ * and per-function call statistics. Memory does not grow with the run.
+ */
+#ifndef CT_STATS_H
+#define CT_STATS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CT_HIST_SUB	8
+#define CT_HIST_BUCKETS (64 * CT_HIST_SUB)
+
+struct ct_hist {
+	uint64_t n, min, max, total;
+	uint32_t b[CT_HIST_BUCKETS];
+};
+
+void ct_hist_add(struct ct_hist *h, uint64_t v);
+/* q in [0, 1]; 0 when empty. */
+uint64_t ct_hist_quantile(const struct ct_hist *h, double q);
+unsigned int ct_hist_bucket(uint64_t v);
+/* Inclusive lower bound and exclusive upper bound of a bucket. */
+void ct_hist_bounds(unsigned int b, uint64_t *lo, uint64_t *hi);
+
+struct ct_fstats {
+	uint64_t calls;	   /* entries seen */
+	uint64_t returned; /* returns seen (calls - returned were in flight or cut off) */
+	uint64_t bytes_sent, bytes_recv;
+	const char *dtype; /* name of the one dtype seen, NULL if none known */
+	bool dtype_mixed;
+	struct ct_hist lat;
+};
+
+void ct_fstats_dtype(struct ct_fstats *f, const char *name);
+
+#endif

@@ -1,0 +1,346 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Traced processes and the library instances they map: discovery in
+ * /proc/PID/maps (through /proc/PID/root, so containers work), resolution
+ * cached per file (dev, inode) so that the second rank costs nothing, and the
+ * attachment of one entry and one return probe per function.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <bpf/libbpf.h>
+#include "session.h"
+#include "target/proc.h"
+
+int ct_verbose;
+
+struct ct_proc *ct_proc_find(struct ct_session *s, pid_t pid)
+{
+	for (int i = 0; i < s->n_procs; i++)
+		if (s->procs[i]->pid == pid)
+			return s->procs[i];
+	return NULL;
+}
+
+struct ct_proc *ct_proc_add(struct ct_session *s, pid_t pid)
+{
+	struct ct_proc *p = ct_proc_find(s, pid);
+
+	if (p)
+		return p;
+	if (s->n_procs == CT_MAX_TARGETS) {
+		s->lost_procs++;
+		return NULL;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->stats = calloc(ct_catalog_size(), sizeof(*p->stats));
+	if (!p->stats) {
+		free(p);
+		return NULL;
+	}
+	p->pid = pid;
+	p->rank = ct_proc_rank(pid, &p->world);
+	ct_proc_comm(pid, pid, p->comm, sizeof(p->comm));
+	s->procs[s->n_procs++] = p;
+	return p;
+}
+
+const char *ct_proc_thread_name(struct ct_proc *p, pid_t tid)
+{
+	for (int i = 0; i < p->n_threads; i++)
+		if (p->threads[i].tid == tid)
+			return p->threads[i].name;
+	return NULL;
+}
+
+void ct_proc_set_thread_name(struct ct_proc *p, pid_t tid, const char *name)
+{
+	for (int i = 0; i < p->n_threads; i++) {
+		if (p->threads[i].tid == tid) {
+			snprintf(p->threads[i].name, sizeof(p->threads[i].name), "%s", name);
+			return;
+		}
+	}
+	if (p->n_threads == CT_MAX_THREADS)
+		return; /* names only label output; the events themselves are all kept */
+	p->threads[p->n_threads].tid = tid;
+	snprintf(p->threads[p->n_threads].name, sizeof(p->threads[0].name), "%s", name);
+	p->n_threads++;
+}
+
+static void file_free(struct ct_file *f)
+{
+	if (!f)
+		return;
+	free(f->funcs);
+	free(f->dtypes);
+	free(f->ops);
+	free(f);
+}
+
+struct ct_file *ct_file_get(struct ct_session *s, const char *path, const struct ct_libdesc *d,
+			    char *err, size_t errlen)
+{
+	size_t nf = d->n_funcs, nd = d->n_dtype_objects, no = d->n_op_objects, n = nf + nd + no;
+	struct ct_sym_want *wants = NULL;
+	struct ct_sym_found *found = NULL;
+	struct ct_file *f = NULL;
+	struct ct_elf *e = NULL;
+	struct stat st;
+
+	if (stat(path, &st)) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return NULL;
+	}
+	for (int i = 0; i < s->n_files; i++)
+		if (s->files[i]->dev == st.st_dev && s->files[i]->ino == st.st_ino &&
+		    s->files[i]->desc == d)
+			return s->files[i];
+	if (s->n_files == CT_MAX_FILES) {
+		snprintf(err, errlen, "more than %d library files", CT_MAX_FILES);
+		return NULL;
+	}
+	e = ct_elf_open(path, err, errlen);
+	if (!e)
+		return NULL;
+	f = calloc(1, sizeof(*f));
+	wants = calloc(n, sizeof(*wants));
+	found = calloc(n, sizeof(*found));
+	if (!f || !wants || !found)
+		goto fail;
+	for (size_t i = 0; i < nf; i++) {
+		wants[i].name = d->funcs[i].symbol;
+		wants[i].cxx = d->funcs[i].cxx;
+	}
+	for (size_t i = 0; i < nd; i++) {
+		wants[nf + i].name = d->dtype_objects[i].symbol;
+		wants[nf + i].object = true;
+	}
+	for (size_t i = 0; i < no; i++) {
+		wants[nf + nd + i].name = d->op_objects[i].symbol;
+		wants[nf + nd + i].object = true;
+	}
+	ct_elf_resolve(e, wants, n, found);
+	f->funcs = calloc(nf ? nf : 1, sizeof(*f->funcs));
+	f->dtypes = calloc(nd ? nd : 1, sizeof(*f->dtypes));
+	f->ops = calloc(no ? no : 1, sizeof(*f->ops));
+	if (!f->funcs || !f->dtypes || !f->ops)
+		goto fail;
+	for (size_t i = 0; i < nf; i++) {
+		f->funcs[i] = found[i];
+		if (!found[i].found)
+			continue;
+		/*
+		 * A uprobe on endbr64 is single-stepped (~20 µs here); the instruction
+		 * after it is usually emulated (~0.7 µs). endbr64 changes no register,
+		 * so arguments and the return address are the same 4 bytes later.
+		 */
+		f->funcs[i].file_off += ct_elf_endbr_len(e, found[i].addr);
+		f->n_found++;
+	}
+	memcpy(f->dtypes, found + nf, nd * sizeof(*found));
+	memcpy(f->ops, found + nf + nd, no * sizeof(*found));
+	f->dev = st.st_dev;
+	f->ino = st.st_ino;
+	f->desc = d;
+	snprintf(f->path, sizeof(f->path), "%s", path);
+	s->files[s->n_files++] = f;
+	free(wants);
+	free(found);
+	ct_elf_close(e);
+	return f;
+fail:
+	snprintf(err, errlen, "out of memory");
+	free(wants);
+	free(found);
+	file_free(f);
+	ct_elf_close(e);
+	return NULL;
+}
+
+/* Mappings of known libraries, collected before acting on them. */
+struct scan {
+	struct ct_map *maps;
+	int n, cap;
+};
+
+static int collect(const struct ct_map *m, void *ctx)
+{
+	struct scan *sc = ctx;
+
+	if (!m->path[0] || m->path[0] != '/' || !ct_catalog_match_file(m->path))
+		return 0;
+	if (sc->n == sc->cap) {
+		int cap = sc->cap ? sc->cap * 2 : 32;
+		struct ct_map *n = realloc(sc->maps, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		sc->maps = n;
+		sc->cap = cap;
+	}
+	sc->maps[sc->n++] = *m;
+	return 0;
+}
+
+/* Runtime address of a file offset of this mapping's file, or 0. */
+static uint64_t runtime_addr(const struct scan *sc, const char *path, uint64_t off)
+{
+	for (int i = 0; i < sc->n; i++) {
+		const struct ct_map *m = &sc->maps[i];
+
+		if (strcmp(m->path, path) == 0 && off >= m->offset &&
+		    off < m->offset + (m->end - m->start))
+			return m->start + (off - m->offset);
+	}
+	return 0;
+}
+
+static bool already(const struct ct_proc *p, const char *path)
+{
+	for (int i = 0; i < p->n_libs; i++)
+		if (strcmp(p->libs[i].path, path) == 0)
+			return true;
+	return false;
+}
+
+static int attach_lib(struct ct_session *s, struct ct_proc *p, const struct scan *sc,
+		      const struct ct_map *m, struct ct_file *f)
+{
+	const struct ct_libdesc *d = f->desc;
+	uint32_t base = ct_catalog_base(d);
+	struct ct_libinst *li;
+	int n = 0, err;
+
+	if (p->n_libs == CT_MAX_LIBINST) {
+		fprintf(stderr, "commtrace: pid %d maps more than %d known libraries; %s ignored\n",
+			p->pid, CT_MAX_LIBINST, m->path);
+		return -ENOSPC;
+	}
+	li = &p->libs[p->n_libs];
+	memset(li, 0, sizeof(*li));
+	li->file = f;
+	snprintf(li->path, sizeof(li->path), "%s", m->path);
+	li->dtype_addr = calloc(d->n_dtype_objects + d->n_op_objects + 1, sizeof(uint64_t));
+	if (!li->dtype_addr)
+		return -ENOMEM;
+	li->op_addr = li->dtype_addr + d->n_dtype_objects;
+	for (size_t i = 0; i < d->n_dtype_objects; i++)
+		if (f->dtypes[i].found)
+			li->dtype_addr[i] = runtime_addr(sc, m->path, f->dtypes[i].file_off);
+	for (size_t i = 0; i < d->n_op_objects; i++)
+		if (f->ops[i].found)
+			li->op_addr[i] = runtime_addr(sc, m->path, f->ops[i].file_off);
+	p->n_libs++;
+
+	for (size_t i = 0; i < d->n_funcs; i++) {
+		if (!f->funcs[i].found)
+			continue;
+		err = ct_bpf_attach_func(s, p, f, base + i, &f->funcs[i], p->pid);
+		if (err) {
+			if (err == -ESRCH || err == -ENOENT)
+				return err; /* the process is gone */
+			fprintf(stderr, "commtrace: pid %d: attaching %s in %s failed: %s\n",
+				p->pid, d->funcs[i].name, m->path, strerror(-err));
+			continue;
+		}
+		n++;
+	}
+	li->n_links = n;
+	ct_info("commtrace: pid %d: %d probes on %s (%s)\n", p->pid, n, m->path, d->name);
+	return n;
+}
+
+int ct_proc_scan(struct ct_session *s, struct ct_proc *p)
+{
+	struct scan sc = {0};
+	char host[PATH_MAX], err[512];
+	int added = 0, rc;
+
+	rc = ct_maps_foreach(p->pid, collect, &sc);
+	if (rc < 0) {
+		free(sc.maps);
+		return rc;
+	}
+	if (p->rank < 0)
+		p->rank = ct_proc_rank(p->pid, &p->world);
+	p->attached = true;
+	for (int i = 0; i < sc.n; i++) {
+		const struct ct_map *m = &sc.maps[i];
+		const struct ct_libdesc *d = ct_catalog_match_file(m->path);
+		struct ct_file *f;
+
+		if (!strchr(m->perms, 'x') || already(p, m->path))
+			continue;
+		if (ct_proc_target_path(p->pid, m->path, host, sizeof(host)))
+			continue;
+		if (d == &ct_lib_ldso) {
+			rc = ct_bpf_attach_ldso(s, host);
+			if (rc && rc != -ENOENT)
+				ct_info("commtrace: %s: %s\n", host, strerror(-rc));
+			continue;
+		}
+		f = ct_file_get(s, host, d, err, sizeof(err));
+		if (!f) {
+			fprintf(stderr, "commtrace: pid %d: %s\n", p->pid, err);
+			continue;
+		}
+		if (f->n_found == 0) {
+			ct_info("commtrace: pid %d: %s has none of the %s functions\n", p->pid,
+				m->path, d->name);
+			continue;
+		}
+		rc = attach_lib(s, p, &sc, m, f);
+		if (rc == -ESRCH || rc == -ENOENT) {
+			free(sc.maps);
+			return -ESRCH;
+		}
+		if (rc > 0)
+			added++;
+	}
+	free(sc.maps);
+	return added;
+}
+
+void ct_proc_detach(struct ct_session *s, struct ct_proc *p)
+{
+	for (size_t i = 0; i < p->n_links; i++)
+		bpf_link__destroy(p->links[i]);
+	free(p->links);
+	p->links = NULL;
+	p->n_links = p->cap_links = 0;
+	for (int i = 0; i < p->n_libs; i++)
+		free(p->libs[i].dtype_addr);
+	p->n_libs = 0;
+}
+
+int ct_session_live_procs(struct ct_session *s)
+{
+	int n = 0;
+
+	for (int i = 0; i < s->n_procs; i++)
+		if (!s->procs[i]->exited)
+			n++;
+	return n;
+}
+
+void ct_session_free(struct ct_session *s)
+{
+	for (int i = 0; i < s->n_procs; i++) {
+		struct ct_proc *p = s->procs[i];
+
+		ct_proc_detach(s, p);
+		for (size_t k = 0; k < ct_catalog_size(); k++)
+			free(p->stats[k]);
+		free(p->stats);
+		free(p);
+	}
+	s->n_procs = 0;
+	for (int i = 0; i < s->n_files; i++)
+		file_free(s->files[i]);
+	s->n_files = 0;
+}
