@@ -16,6 +16,10 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
 /* Follow fork(): children of traced processes become traced in the kernel, at once. */
 const volatile __u8 ct_follow = 0;
+/* Probes attached to files for every process (launch mode): keep the traced ones only. */
+const volatile __u8 ct_filter = 0;
+
+
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -44,6 +48,13 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } traced SEC(".maps");
+
+static __always_inline bool is_traced(__u64 pid_tgid)
+{
+	__u32 tgid = pid_tgid >> 32;
+
+	return bpf_map_lookup_elem(&traced, &tgid) != NULL;
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -159,6 +170,8 @@ int ct_entry(struct pt_regs *ctx)
 	struct ct_thread *t;
 	__u32 depth;
 
+	if (ct_filter && !is_traced(pid_tgid))
+		return 0;
 	spec = bpf_map_lookup_elem(&probe_specs, &probe_id);
 	if (!spec)
 		return 0;
@@ -218,6 +231,8 @@ int ct_exit(struct pt_regs *ctx)
 	__u32 tid = (__u32)pid_tgid, depth;
 	__u64 out = 0;
 
+	if (ct_filter && !is_traced(pid_tgid))
+		return 0;
 	spec = bpf_map_lookup_elem(&probe_specs, &probe_id);
 	if (!spec)
 		return 0;

@@ -95,6 +95,7 @@ int ct_bpf_open_load(struct ct_session *s)
 	}
 	s->skel = skel;
 	skel->rodata->ct_follow = s->opts->cmd != NULL;
+	skel->rodata->ct_filter = s->opts->cmd != NULL;
 	err = bpf_map__set_max_entries(skel->maps.events, s->opts->ringbuf_mb << 20);
 	if (err) {
 		fprintf(stderr, "commtrace: ring buffer of %u MiB refused: %s\n",
@@ -137,46 +138,61 @@ int ct_bpf_open_load(struct ct_session *s)
 	return 0;
 }
 
-static int push_link(struct ct_proc *p, struct bpf_link *l)
+static int push_link(struct bpf_link ***links, size_t *n, size_t *cap, struct bpf_link *l)
 {
-	if (p->n_links == p->cap_links) {
-		size_t cap = p->cap_links ? p->cap_links * 2 : 64;
-		struct bpf_link **n = realloc(p->links, cap * sizeof(*n));
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 64;
+		struct bpf_link **a = realloc(*links, c * sizeof(*a));
 
-		if (!n)
+		if (!a)
 			return -ENOMEM;
-		p->links = n;
-		p->cap_links = cap;
+		*links = a;
+		*cap = c;
 	}
-	p->links[p->n_links++] = l;
+	(*links)[(*n)++] = l;
 	return 0;
 }
 
-int ct_bpf_attach_func(struct ct_session *s, struct ct_proc *p, const struct ct_file *f,
-		       uint32_t probe_id, const struct ct_sym_found *sym, pid_t pid)
+static int proc_link(struct ct_proc *p, struct bpf_link *l)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = probe_id);
-	struct bpf_link *l;
-	int err;
+	int err = push_link(&p->links, &p->n_links, &p->cap_links, l);
 
-	l = bpf_program__attach_uprobe_opts(s->skel->progs.ct_entry, pid, f->path, sym->file_off,
-					    &uo);
-	if (!l)
-		return -errno;
-	err = push_link(p, l);
-	if (err) {
-		bpf_link__destroy(l);
-		return err;
-	}
-	uo.retprobe = true;
-	l = bpf_program__attach_uprobe_opts(s->skel->progs.ct_exit, pid, f->path, sym->file_off,
-					    &uo);
-	if (!l)
-		return -errno;
-	err = push_link(p, l);
 	if (err)
 		bpf_link__destroy(l);
 	return err;
+}
+
+int ct_bpf_attach_func(struct ct_session *s, struct ct_proc *p, struct ct_file *f,
+		       uint32_t probe_id, const struct ct_sym_found *sym, pid_t pid)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = probe_id);
+	struct bpf_link *l[2];
+	int err = 0;
+
+	l[0] = bpf_program__attach_uprobe_opts(s->skel->progs.ct_entry, pid, f->path,
+					       sym->file_off, &uo);
+	if (!l[0])
+		return -errno;
+	uo.retprobe = true;
+	l[1] = bpf_program__attach_uprobe_opts(s->skel->progs.ct_exit, pid, f->path,
+					       sym->file_off, &uo);
+	if (!l[1]) {
+		err = -errno;
+		bpf_link__destroy(l[0]);
+		return err;
+	}
+	for (int i = 0; i < 2; i++) {
+		if (pid >= 0) {
+			err = proc_link(p, l[i]);
+		} else {
+			err = push_link(&f->links, &f->n_links, &f->cap_links, l[i]);
+			if (err)
+				bpf_link__destroy(l[i]);
+		}
+		if (err)
+			return err;
+	}
+	return 0;
 }
 
 int ct_bpf_attach_ldso(struct ct_session *s, const char *path)
@@ -210,6 +226,30 @@ int ct_bpf_attach_ldso(struct ct_session *s, const char *path)
 	s->ldso_files[s->n_ldso].ino = st.st_ino;
 	s->n_ldso++;
 	return 0;
+}
+
+int ct_bpf_attach_entry(struct ct_session *s, struct ct_proc *p)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = ct_catalog_base(&ct_lib_ldso));
+	char exe[64], err[256];
+	struct ct_elf *e;
+	struct bpf_link *l;
+	uint64_t off;
+	int rc;
+
+	/* /proc/PID/exe names the inode itself, wherever the target's root is. */
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", p->pid);
+	e = ct_elf_open(exe, err, sizeof(err));
+	if (!e)
+		return -ENOENT;
+	rc = ct_elf_vaddr_to_off(e, ct_elf_entry(e), &off);
+	ct_elf_close(e);
+	if (rc)
+		return rc;
+	l = bpf_program__attach_uprobe_opts(s->skel->progs.ct_entry, p->pid, exe, off, &uo);
+	if (!l)
+		return -errno;
+	return proc_link(p, l);
 }
 
 int ct_bpf_trace_pid(struct ct_session *s, pid_t pid)

@@ -135,6 +135,14 @@ static void on_proc(struct ct_session *s, const struct ct_proc_event *ev)
 		memcpy(p->comm, ev->comm, sizeof(p->comm) - 1);
 		p->rank = ct_proc_rank(p->pid, &p->world);
 		ct_info("commtrace: pid %u exec'ed %s (rank %d)\n", p->pid, p->comm, p->rank);
+		/*
+		 * glibc does not call _dl_debug_state for the libraries loaded at
+		 * startup: a probe on the entry point says when they are all there.
+		 */
+		rc = ct_bpf_attach_entry(s, p);
+		if (rc)
+			ct_info("commtrace: pid %u: no entry-point probe (%s)\n", p->pid,
+				strerror(-rc));
 		ct_proc_scan(s, p);
 		break;
 	case CT_EV_DLOPEN:

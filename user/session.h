@@ -46,6 +46,10 @@ struct ct_file {
 	struct ct_sym_found *dtypes; /* desc->n_dtype_objects */
 	struct ct_sym_found *ops;    /* desc->n_op_objects */
 	int n_found;
+	/* Launch mode: probes on the file for every process, filtered in BPF by the traced set. */
+	struct bpf_link **links;
+	size_t n_links, cap_links;
+	bool wide;
 };
 
 /* A library file mapped into one process. */
@@ -117,10 +121,13 @@ void ct_session_free(struct ct_session *s);
 
 /* attach.c: BPF lifecycle */
 int ct_bpf_open_load(struct ct_session *s);
-int ct_bpf_attach_func(struct ct_session *s, struct ct_proc *p, const struct ct_file *f,
+/* pid -1: on the file for every process (launch mode), links kept by the file. */
+int ct_bpf_attach_func(struct ct_session *s, struct ct_proc *p, struct ct_file *f,
 		       uint32_t probe_id, const struct ct_sym_found *sym, pid_t pid);
 int ct_bpf_attach_ldso(struct ct_session *s, const char *path);
 int ct_bpf_trace_pid(struct ct_session *s, pid_t pid);
+/* A probe on the executable's entry point: all its startup libraries are mapped then. */
+int ct_bpf_attach_entry(struct ct_session *s, struct ct_proc *p);
 void ct_bpf_read_drops(struct ct_session *s);
 void ct_bpf_close(struct ct_session *s);
 /* Why BPF cannot be used here (missing capability, …), or NULL when it can. */

@@ -76,6 +76,9 @@ static void file_free(struct ct_file *f)
 {
 	if (!f)
 		return;
+	for (size_t i = 0; i < f->n_links; i++)
+		bpf_link__destroy(f->links[i]);
+	free(f->links);
 	free(f->funcs);
 	free(f->dtypes);
 	free(f->ops);
@@ -237,10 +240,18 @@ static int attach_lib(struct ct_session *s, struct ct_proc *p, const struct scan
 			li->op_addr[i] = runtime_addr(sc, m->path, f->ops[i].file_off);
 	p->n_libs++;
 
+	/*
+	 * Launch mode attaches to the file once, for every process that maps it now
+	 * or later (BPF keeps only the traced ones): a rank that maps a library its
+	 * launcher already mapped is covered from its first instruction.
+	 */
+	if (s->opts->cmd && f->wide)
+		return 0;
 	for (size_t i = 0; i < d->n_funcs; i++) {
 		if (!f->funcs[i].found)
 			continue;
-		err = ct_bpf_attach_func(s, p, f, base + i, &f->funcs[i], p->pid);
+		err = ct_bpf_attach_func(s, p, f, base + i, &f->funcs[i],
+					 s->opts->cmd ? -1 : p->pid);
 		if (err) {
 			if (err == -ESRCH || err == -ENOENT)
 				return err; /* the process is gone */
@@ -251,6 +262,7 @@ static int attach_lib(struct ct_session *s, struct ct_proc *p, const struct scan
 		n++;
 	}
 	li->n_links = n;
+	f->wide = s->opts->cmd != NULL;
 	ct_info("commtrace: pid %d: %d probes on %s (%s)\n", p->pid, n, m->path, d->name);
 	return n;
 }

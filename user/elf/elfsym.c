@@ -239,6 +239,11 @@ void ct_elf_close(struct ct_elf *e)
 	free(e);
 }
 
+uint64_t ct_elf_entry(const struct ct_elf *e)
+{
+	return e->ehdr.e_entry;
+}
+
 bool ct_elf_is_dyn(const struct ct_elf *e)
 {
 	return e && e->ehdr.e_type == ET_DYN;

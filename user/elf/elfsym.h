@@ -42,6 +42,9 @@ int ct_elf_vaddr_to_off(struct ct_elf *e, uint64_t vaddr, uint64_t *off);
 /* Copy len bytes of the file image at a virtual address (e.g. a function's first bytes). */
 int ct_elf_read_vaddr(struct ct_elf *e, uint64_t vaddr, void *buf, size_t len);
 
+/* The entry point (e_entry), a virtual address. */
+uint64_t ct_elf_entry(const struct ct_elf *e);
+
 /* ET_DYN (shared object or PIE) or ET_EXEC. */
 bool ct_elf_is_dyn(const struct ct_elf *e);
 
