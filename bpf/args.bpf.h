@@ -148,6 +148,10 @@ static __always_inline __u64 eval_loc(const struct ct_args *args, const struct c
 	case CT_LOC_DEREF2:
 		a = read_sized(a ? a + l->off1 : 0, 8);
 		return read_sized(a ? a + l->off2 : 0, l->size);
+	case CT_LOC_DEREF3:
+		a = read_sized(a ? a + l->off1 : 0, 8);
+		a = read_sized(a, 8);
+		return read_sized(a ? a + l->off2 : 0, l->size);
 	case CT_LOC_CONST:
 		return (__u64)l->off1 | ((__u64)l->off2 << 16);
 	case CT_LOC_INDEX:

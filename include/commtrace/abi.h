@@ -83,6 +83,7 @@ enum ct_loc_op {
 	CT_LOC_ARG,	  /* argument `arg` (1-based; 7+ come from the user stack) */
 	CT_LOC_DEREF,	  /* *(argument + off1), `size` bytes */
 	CT_LOC_DEREF2,	  /* *(*(u64 *)(argument + off1) + off2), `size` bytes */
+	CT_LOC_DEREF3,	  /* *(**(u64 **)(argument + off1) + off2): first element of a pointer array */
 	CT_LOC_SUM,	  /* sum of `size`-byte counts at argument[0 .. val[aux]) */
 	CT_LOC_INDEX,	  /* argument[val[aux]], `size`-byte element */
 	CT_LOC_CONST,	  /* the constant off1 | off2 << 16 */

@@ -107,6 +107,8 @@ uint64_t ct_bytes(const struct ct_libdesc *lib, const struct ct_bytes_rule *r,
 #define LOC_DEREF(n, off, sz)	{.op = CT_LOC_DEREF, .arg = (n), .size = (sz), .off1 = (off)}
 #define LOC_DEREF2(n, o1, o2, sz)                                                                  \
 	{.op = CT_LOC_DEREF2, .arg = (n), .size = (sz), .off1 = (o1), .off2 = (o2)}
+#define LOC_DEREF3(n, o1, o2, sz)                                                                  \
+	{.op = CT_LOC_DEREF3, .arg = (n), .size = (sz), .off1 = (o1), .off2 = (o2)}
 #define LOC_SUM(n, sz)		{.op = CT_LOC_SUM, .arg = (n), .size = (sz), .aux = CT_V_COMM_SIZE}
 #define LOC_INDEX(n, sz)	{.op = CT_LOC_INDEX, .arg = (n), .size = (sz), .aux = CT_V_COMM_RANK}
 #define LOC_CONST(v)		{.op = CT_LOC_CONST, .off1 = (v)}

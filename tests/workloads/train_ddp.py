@@ -1,0 +1,48 @@
+# SPDX-License-Identifier: MIT
+"""A small real training job: a 2-layer MLP under DistributedDataParallel on the Gloo
+backend, one process per rank (start them with MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE).
+
+  --steps N        training steps (default 40)
+  --step-sleep S   seconds of "data loading" per step, so a tracer can attach mid-run
+  --ready-file P   write "PID\n" to P.RANK once the process group is up
+"""
+import argparse
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--step-sleep", type=float, default=0.05)
+    ap.add_argument("--ready-file")
+    a = ap.parse_args()
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 16))
+    ddp = DDP(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    if a.ready_file:
+        with open(f"{a.ready_file}.{rank}", "w") as f:
+            f.write(f"{os.getpid()}\n")
+    for step in range(a.steps):
+        time.sleep(a.step_sleep)
+        x = torch.randn(32, 64)
+        loss = ddp(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    if rank == 0:
+        print(f"train_ddp: {world} ranks, {a.steps} steps, final loss {loss.item():.4f}")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
