@@ -34,14 +34,14 @@
 #define CT_DEVPROF_ASSERT(c, m) _Static_assert(c, m)
 #endif
 
-#define CT_DEVPROF_MAGIC	0x50445443u /* "CTDP" read as little-endian bytes */
-#define CT_DEVPROF_VERSION	1
-#define CT_DEVPROF_ALIGN_RECS	16  /* FR-05: capacity is a multiple of 16 records */
-#define CT_DEVPROF_MAX_RECS	256 /* FR-05: at most 256 records per core */
-#define CT_DEVPROF_MAX_CORES	1024 /* per core type; H200 has 132 SMs, Ascend A3 24+48 */
-#define CT_DEVPROF_MAX_META	(1u << 20) /* metadata JSON trailer, bytes */
-#define CT_DEVPROF_MIN_HZ	1000000ull     /* 1 MHz: below, µs timestamps lose meaning */
-#define CT_DEVPROF_MAX_HZ	10000000000ull /* 10 GHz: no device counter runs faster */
+#define CT_DEVPROF_MAGIC 0x50445443u /* "CTDP" read as little-endian bytes */
+#define CT_DEVPROF_VERSION 1
+#define CT_DEVPROF_ALIGN_RECS 16	 /* FR-05: capacity is a multiple of 16 records */
+#define CT_DEVPROF_MAX_RECS 256		 /* FR-05: at most 256 records per core */
+#define CT_DEVPROF_MAX_CORES 1024	 /* per core type; H200 has 132 SMs, Ascend A3 24+48 */
+#define CT_DEVPROF_MAX_META (1u << 20)	 /* metadata JSON trailer, bytes */
+#define CT_DEVPROF_MIN_HZ 1000000ull	 /* 1 MHz: below, µs timestamps lose meaning */
+#define CT_DEVPROF_MAX_HZ 10000000000ull /* 10 GHz: no device counter runs faster */
 
 enum ct_devprof_core_type {
 	CT_DEVPROF_CORE_AIC = 1, /* Ascend cube core; on NVIDIA the SM workers of a kernel */
@@ -59,27 +59,27 @@ enum ct_devprof_rec_kind {
 
 /* 64 bytes at offset 0 of every invocation's buffer. */
 struct ct_devprof_header {
-	uint32_t magic;		  /* CT_DEVPROF_MAGIC */
-	uint16_t version;	  /* CT_DEVPROF_VERSION */
-	uint16_t header_size;	  /* sizeof(struct ct_devprof_header) */
-	uint16_t slot_size;	  /* sizeof(struct ct_devprof_slot) */
-	uint16_t record_size;	  /* sizeof(struct ct_devprof_record) */
-	uint32_t flags;		  /* CT_DEVPROF_F_* */
-	uint64_t clock_hz;	  /* cycles per second of start_cycle/end_cycle */
-	uint32_t aic_cores;	  /* AIC slots, first */
-	uint32_t aiv_cores;	  /* AIV slots, after the AIC slots */
-	uint32_t aic_capacity;	  /* records per AIC slot */
-	uint32_t aiv_capacity;	  /* records per AIV slot */
-	uint64_t total_size;	  /* bytes of this invocation, header to padded metadata */
-	uint32_t invocation_seq;  /* index of this kernel call in the run (schedule) */
-	uint32_t step;		  /* training step of this call (schedule) */
-	uint32_t meta_size;	  /* bytes of the metadata JSON after the slots, 0 = none */
-	uint32_t reserved;	  /* 0 */
+	uint32_t magic;		 /* CT_DEVPROF_MAGIC */
+	uint16_t version;	 /* CT_DEVPROF_VERSION */
+	uint16_t header_size;	 /* sizeof(struct ct_devprof_header) */
+	uint16_t slot_size;	 /* sizeof(struct ct_devprof_slot) */
+	uint16_t record_size;	 /* sizeof(struct ct_devprof_record) */
+	uint32_t flags;		 /* CT_DEVPROF_F_* */
+	uint64_t clock_hz;	 /* cycles per second of start_cycle/end_cycle */
+	uint32_t aic_cores;	 /* AIC slots, first */
+	uint32_t aiv_cores;	 /* AIV slots, after the AIC slots */
+	uint32_t aic_capacity;	 /* records per AIC slot */
+	uint32_t aiv_capacity;	 /* records per AIV slot */
+	uint64_t total_size;	 /* bytes of this invocation, header to padded metadata */
+	uint32_t invocation_seq; /* index of this kernel call in the run (schedule) */
+	uint32_t step;		 /* training step of this call (schedule) */
+	uint32_t meta_size;	 /* bytes of the metadata JSON after the slots, 0 = none */
+	uint32_t reserved;	 /* 0 */
 };
 
 /* 16 bytes at the start of every per-core slot, followed by capacity records. */
 struct ct_devprof_slot {
-	uint8_t core_type;	/* enum ct_devprof_core_type */
+	uint8_t core_type; /* enum ct_devprof_core_type */
 	uint8_t reserved0;
 	uint16_t reserved1;
 	uint32_t core_id;	/* index within its core type */
@@ -180,10 +180,10 @@ CT_DEVPROF_HD uint64_t ct_devprof_slot_offset(uint32_t aic_cores, uint32_t aic_c
 					      uint32_t aiv_cap, uint32_t core_type,
 					      uint32_t core_id)
 {
-	uint64_t aic_stride = sizeof(struct ct_devprof_slot) +
-			      (uint64_t)aic_cap * sizeof(struct ct_devprof_record);
-	uint64_t aiv_stride = sizeof(struct ct_devprof_slot) +
-			      (uint64_t)aiv_cap * sizeof(struct ct_devprof_record);
+	uint64_t aic_stride =
+	    sizeof(struct ct_devprof_slot) + (uint64_t)aic_cap * sizeof(struct ct_devprof_record);
+	uint64_t aiv_stride =
+	    sizeof(struct ct_devprof_slot) + (uint64_t)aiv_cap * sizeof(struct ct_devprof_record);
 
 	if (core_type == CT_DEVPROF_CORE_AIC)
 		return sizeof(struct ct_devprof_header) + core_id * aic_stride;
@@ -209,13 +209,12 @@ CT_DEVPROF_DEV void ct_devprof_recorder_init(struct ct_devprof_recorder *r,
 	h = (struct ct_devprof_header *)(uintptr_t)cfg->profile_buffer;
 	ncores = core_type == CT_DEVPROF_CORE_AIC ? h->aic_cores : h->aiv_cores;
 	cap = core_type == CT_DEVPROF_CORE_AIC ? h->aic_capacity : h->aiv_capacity;
-	if (core_id >= ncores || (core_type != CT_DEVPROF_CORE_AIC &&
-				  core_type != CT_DEVPROF_CORE_AIV))
+	if (core_id >= ncores ||
+	    (core_type != CT_DEVPROF_CORE_AIC && core_type != CT_DEVPROF_CORE_AIV))
 		return; /* a worker the host did not plan for records nothing */
-	r->slot = (struct ct_devprof_slot *)((char *)h +
-					     ct_devprof_slot_offset(h->aic_cores, h->aic_capacity,
-								    h->aiv_capacity, core_type,
-								    core_id));
+	r->slot = (struct ct_devprof_slot *)((char *)h + ct_devprof_slot_offset(
+							     h->aic_cores, h->aic_capacity,
+							     h->aiv_capacity, core_type, core_id));
 	r->rec = (struct ct_devprof_record *)(r->slot + 1);
 	r->cap = cap;
 }
@@ -259,9 +258,8 @@ CT_DEVPROF_DEV uint64_t ct_devprof_start(const struct ct_devprof_recorder *r)
  * buffer after a trapped kernel still sees a consistent slot.
  */
 CT_DEVPROF_DEV void ct_devprof_record(struct ct_devprof_recorder *r, uint32_t kind,
-				      uint32_t desc_id, uint32_t task_id,
-				      uint32_t stage_task_index, const uint32_t *owner_id,
-				      uint64_t start_cycle)
+				      uint32_t desc_id, uint32_t task_id, uint32_t stage_task_index,
+				      const uint32_t *owner_id, uint64_t start_cycle)
 {
 	struct ct_devprof_record *e;
 	uint64_t end;
@@ -288,7 +286,7 @@ CT_DEVPROF_DEV void ct_devprof_record(struct ct_devprof_recorder *r, uint32_t ki
 
 /* ---- Host side: sizing, initialisation, sampling window ----------------------------- */
 
-#if !defined(__CUDA_ARCH__)
+/* Plain static inline: host-only under nvcc too, and parsed harmlessly by its device pass. */
 #include <string.h>
 
 /* FR-05: records for the busiest core, rounded up to 16, at most 256. */
@@ -310,8 +308,7 @@ static inline uint64_t ct_devprof_buffer_size(uint32_t aic_cores, uint32_t aiv_c
 					      uint32_t aic_cap, uint32_t aiv_cap,
 					      uint32_t meta_size)
 {
-	return ct_devprof_slot_offset(aic_cores, aic_cap, aiv_cap, CT_DEVPROF_CORE_AIV,
-				      aiv_cores) +
+	return ct_devprof_slot_offset(aic_cores, aic_cap, aiv_cap, CT_DEVPROF_CORE_AIV, aiv_cores) +
 	       ct_devprof_meta_padded(meta_size);
 }
 
@@ -321,10 +318,9 @@ static inline uint64_t ct_devprof_buffer_size(uint32_t aic_cores, uint32_t aiv_c
  * docs/devprof.md) placed after the slots. Returns 0, or -1 if len is too small or the
  * layout breaks FR-05.
  */
-static inline int ct_devprof_buffer_init(void *buf, size_t len, uint64_t clock_hz,
-					 uint32_t flags, uint32_t aic_cores, uint32_t aiv_cores,
-					 uint32_t aic_cap, uint32_t aiv_cap, const char *meta,
-					 uint32_t meta_size)
+static inline int ct_devprof_buffer_init(void *buf, size_t len, uint64_t clock_hz, uint32_t flags,
+					 uint32_t aic_cores, uint32_t aiv_cores, uint32_t aic_cap,
+					 uint32_t aiv_cap, const char *meta, uint32_t meta_size)
 {
 	struct ct_devprof_header h;
 	uint64_t size = ct_devprof_buffer_size(aic_cores, aiv_cores, aic_cap, aiv_cap, meta_size);
@@ -393,9 +389,9 @@ struct ct_devprof_schedule {
 };
 
 enum ct_devprof_action {
-	CT_DEVPROF_NONE = 0,	      /* do not sample */
-	CT_DEVPROF_WARMUP = 1,	      /* sample, discard the buffer */
-	CT_DEVPROF_RECORD = 2,	      /* sample, keep the buffer */
+	CT_DEVPROF_NONE = 0,		/* do not sample */
+	CT_DEVPROF_WARMUP = 1,		/* sample, discard the buffer */
+	CT_DEVPROF_RECORD = 2,		/* sample, keep the buffer */
 	CT_DEVPROF_RECORD_AND_SAVE = 3, /* sample, keep it, last step of a cycle: flush */
 };
 
@@ -470,6 +466,5 @@ ct_devprof_session_configure(struct ct_devprof_session *s, struct ct_devprof_run
 	}
 	return a;
 }
-#endif /* !__CUDA_ARCH__ */
 
 #endif /* COMMTRACE_DEVPROF_H */

@@ -60,7 +60,8 @@ static const char *lookup(const cJSON *tab, uint32_t id)
 	if (!tab)
 		return NULL;
 	if (cJSON_IsArray(tab)) {
-		e = id < (uint32_t)cJSON_GetArraySize(tab) ? cJSON_GetArrayItem(tab, (int)id) : NULL;
+		e = id < (uint32_t)cJSON_GetArraySize(tab) ? cJSON_GetArrayItem(tab, (int)id)
+							   : NULL;
 	} else {
 		snprintf(key, sizeof(key), "%u", id);
 		e = cJSON_GetObjectItemCaseSensitive(tab, key);
@@ -127,11 +128,11 @@ static int to_us(const struct export_ctx *c, const struct devprof_inv *inv, uint
 		*us = c->base_us - cycles_to_us(c->base_cycle - cycle, hz);
 	}
 	if (*us < 0)
-		return devprof_errf(err, DEVPROF_E_USAGE,
-				    "cycle %llu maps before time 0 with the given sync point (cycle "
-				    "%llu at %.3f us)",
-				    (unsigned long long)cycle, (unsigned long long)c->base_cycle,
-				    c->base_us);
+		return devprof_errf(
+		    err, DEVPROF_E_USAGE,
+		    "cycle %llu maps before time 0 with the given sync point (cycle "
+		    "%llu at %.3f us)",
+		    (unsigned long long)cycle, (unsigned long long)c->base_cycle, c->base_us);
 	return 0;
 }
 
@@ -191,8 +192,8 @@ static int export_inv(struct export_ctx *c, const struct devprof_inv *inv, size_
 	snprintf(pname, sizeof(pname), "%s #%zu (step %u, call %u)", kernel ? kernel : "MegaKernel",
 		 k, h->step, h->invocation_seq);
 	cJSON_AddItemToArray(c->events, meta_event("process_name", pid, -1, "name", pname, 0));
-	cJSON_AddItemToArray(c->events, meta_event("process_sort_index", pid, -1, "sort_index",
-						   NULL, pid));
+	cJSON_AddItemToArray(c->events,
+			     meta_event("process_sort_index", pid, -1, "sort_index", NULL, pid));
 
 	cJSON_AddNumberToObject(inv_desc, "index", (double)k);
 	cJSON_AddNumberToObject(inv_desc, "pid", pid);
@@ -224,9 +225,10 @@ static int export_inv(struct export_ctx *c, const struct devprof_inv *inv, size_
 
 		devprof_slot_at(inv, idx, &s);
 		snprintf(core, sizeof(core), "%s %u", tn, s.core_id);
-		cJSON_AddItemToArray(c->events, meta_event("thread_name", pid, tid, "name", core, 0));
-		cJSON_AddItemToArray(c->events, meta_event("thread_sort_index", pid, tid,
-							   "sort_index", NULL, idx));
+		cJSON_AddItemToArray(c->events,
+				     meta_event("thread_name", pid, tid, "name", core, 0));
+		cJSON_AddItemToArray(
+		    c->events, meta_event("thread_sort_index", pid, tid, "sort_index", NULL, idx));
 		cd = cJSON_CreateObject();
 		cJSON_AddStringToObject(cd, "name", core);
 		cJSON_AddNumberToObject(cd, "tid", (double)tid);
@@ -361,8 +363,8 @@ int devprof_append_chrome(cJSON *trace_events, cJSON *metadata, const void *buf,
 		return devprof_errf(err, DEVPROF_E_USAGE,
 				    "trace_events must be a JSON array and metadata an object");
 	if (opts->meta) {
-		rc = devprof_meta_check(opts->meta, opts->meta_source ? opts->meta_source : "metadata",
-					err);
+		rc = devprof_meta_check(opts->meta,
+					opts->meta_source ? opts->meta_source : "metadata", err);
 		if (rc)
 			return rc;
 	}

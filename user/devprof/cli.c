@@ -104,152 +104,175 @@ static int parse_display(const char *s, enum devprof_display *d)
 	return 0;
 }
 
-/* A devprof buffer (by its magic) is decoded; anything else must be decoded JSON. */
+/*
+ * JSON (from 'devprof decode') starts with '{' after optional whitespace; anything else
+ * is decoded as a buffer, so a damaged buffer reports its real error class.
+ */
 static int load_device(const char *path, const struct devprof_export_opts *eo, cJSON **doc,
 		       struct devprof_err *err)
 {
 	uint8_t *data;
-	size_t len;
-	uint32_t magic = 0;
+	size_t len, i = 0;
 	int rc;
 
 	rc = devprof_read_file(path, DEVPROF_MAX_FILE, &data, &len, err);
 	if (rc)
 		return rc;
-	if (len >= 4)
-		memcpy(&magic, data, 4);
-	if (magic == CT_DEVPROF_MAGIC)
-		*doc = devprof_build_trace(data, len, eo, err);
-	else
+	while (i < len && (data[i] == ' ' || data[i] == '\n' || data[i] == '\r' || data[i] == '\t'))
+		i++;
+	if (i < len && data[i] == '{')
 		*doc = devprof_parse_json(data, len, DEVPROF_E_DEVJSON, path, err);
+	else
+		*doc = devprof_build_trace(data, len, eo, err);
 	free(data);
 	return *doc ? 0 : err->code;
 }
 
 static const char decode_help[] =
-	"Usage: commtrace-bpf devprof decode BUFFER -o OUT.json [options]\n"
-	"Decodes a device profile buffer (one or more invocations) into a schema-v1 Chrome\n"
-	"Trace: one process per invocation, one track per core (AIC 0.., AIV 0..).\n"
-	"  -o, --output FILE     output JSON ('-' for stdout); written only on success\n"
-	"  --display MODE        stage: stage names only (default); full: owner/stage[index]\n"
-	"  --meta FILE           display metadata JSON (kernel, stage_names, owner_labels);\n"
-	"                        overrides metadata embedded in the buffer\n"
-	"  --pid-base N          pid of the first invocation (default 1)\n"
-	"Examples:\n"
-	"  commtrace-bpf devprof decode prof.bin -o prof.json\n"
-	"  commtrace-bpf devprof decode prof.bin --display full --meta stages.json -o prof.json\n";
+    "Usage: commtrace-bpf devprof decode BUFFER -o OUT.json [options]\n"
+    "Decodes a device profile buffer (one or more invocations) into a schema-v1 Chrome\n"
+    "Trace: one process per invocation, one track per core (AIC 0.., AIV 0..).\n"
+    "  -o, --output FILE     output JSON ('-' for stdout); written only on success\n"
+    "  --display MODE        stage: stage names only (default); full: owner/stage[index]\n"
+    "  --meta FILE           display metadata JSON (kernel, stage_names, owner_labels);\n"
+    "                        overrides metadata embedded in the buffer\n"
+    "  --pid-base N          pid of the first invocation (default 1)\n"
+    "Examples:\n"
+    "  commtrace-bpf devprof decode prof.bin -o prof.json\n"
+    "  commtrace-bpf devprof decode prof.bin --display full --meta stages.json -o prof.json\n";
 
 static const char validate_help[] =
-	"Usage: commtrace-bpf devprof validate BUFFER\n"
-	"Checks a device profile buffer and prints one line per core: records and drops.\n"
-	"Examples:\n"
-	"  commtrace-bpf devprof validate prof.bin\n";
+    "Usage: commtrace-bpf devprof validate BUFFER\n"
+    "Checks a device profile buffer and prints one line per core: records and drops.\n"
+    "Examples:\n"
+    "  commtrace-bpf devprof validate prof.bin\n";
 
 static const char fuse_help[] =
-	"Usage: commtrace-bpf devprof fuse --device DEV --profiler TRACE.json -o OUT.json\n"
-	"Fuses a device trace (a buffer, or JSON from 'devprof decode') into a PyTorch profiler\n"
-	"trace: invocation k is aligned to the k-th outer device kernel event (ph X, cat\n"
-	"\"kernel\") whose name contains the kernel name; its cores become tracks of that\n"
-	"kernel's process. Diagnostics go to metadata.commtrace_devprof.\n"
-	"  --device FILE         devprof buffer or decoded device JSON\n"
-	"  --profiler FILE       torch.profiler export_chrome_trace() output\n"
-	"  -o, --output FILE     fused JSON; written only on success\n"
-	"  --kernel-name S       match kernel events whose name contains S (default: the\n"
-	"                        kernel named in the device metadata, else every kernel)\n"
-	"  --skip N              skip the first N matching events\n"
-	"  --allow-host-align    if the trace has no matching device kernel (CPU-only\n"
-	"                        traces), align to host events named S instead; refused\n"
-	"                        by default\n"
-	"  --display MODE, --meta FILE   as for decode, when DEV is a buffer\n"
-	"Examples:\n"
-	"  commtrace-bpf devprof fuse --device prof.bin --profiler kineto.json -o fused.json\n"
-	"  commtrace-bpf devprof fuse --device prof.json --profiler cpu.json \\\n"
-	"      --allow-host-align --kernel-name megakernel -o fused.json\n";
+    "Usage: commtrace-bpf devprof fuse --device DEV --profiler TRACE.json -o OUT.json\n"
+    "Fuses a device trace (a buffer, or JSON from 'devprof decode') into a PyTorch profiler\n"
+    "trace: invocation k is aligned to the k-th outer device kernel event (ph X, cat\n"
+    "\"kernel\") whose name contains the kernel name; its cores become tracks of that\n"
+    "kernel's process. Diagnostics go to metadata.commtrace_devprof.\n"
+    "  --device FILE         devprof buffer or decoded device JSON\n"
+    "  --profiler FILE       torch.profiler export_chrome_trace() output\n"
+    "  -o, --output FILE     fused JSON; written only on success\n"
+    "  --kernel-name S       match kernel events whose name contains S (default: the\n"
+    "                        kernel named in the device metadata, else every kernel)\n"
+    "  --skip N              skip the first N matching events\n"
+    "  --allow-host-align    if the trace has no matching device kernel (CPU-only\n"
+    "                        traces), align to host events named S instead; refused\n"
+    "                        by default\n"
+    "  --display MODE, --meta FILE   as for decode, when DEV is a buffer\n"
+    "Examples:\n"
+    "  commtrace-bpf devprof fuse --device prof.bin --profiler kineto.json -o fused.json\n"
+    "  commtrace-bpf devprof fuse --device prof.json --profiler cpu.json \\\n"
+    "      --allow-host-align --kernel-name megakernel -o fused.json\n";
 
 static const char plan_help[] =
-	"Usage: commtrace-bpf devprof plan --aic-tasks LIST --aiv-tasks LIST [options]\n"
-	"Sizes the per-core slots from the real schedule: the busiest AIC core and the\n"
-	"busiest AIV core set their type's capacity (records per task x tasks), rounded up\n"
-	"to 16 records, at most 256; expected drops are reported when 256 is not enough.\n"
-	"  --aic-tasks LIST      tasks per AIC core, comma separated (empty: no AIC core)\n"
-	"  --aiv-tasks LIST      tasks per AIV core, comma separated\n"
-	"  --records-per-task N  records each task writes (default 3)\n"
-	"  --json                print JSON\n"
-	"Examples:\n"
-	"  commtrace-bpf devprof plan --aic-tasks 12,12,11 --aiv-tasks 30,29,30,31\n"
-	"  commtrace-bpf devprof plan --aic-tasks 100 --aiv-tasks '' --json\n";
+    "Usage: commtrace-bpf devprof plan --aic-tasks LIST --aiv-tasks LIST [options]\n"
+    "Sizes the per-core slots from the real schedule: the busiest AIC core and the\n"
+    "busiest AIV core set their type's capacity (records per task x tasks), rounded up\n"
+    "to 16 records, at most 256; expected drops are reported when 256 is not enough.\n"
+    "  --aic-tasks LIST      tasks per AIC core, comma separated (empty: no AIC core)\n"
+    "  --aiv-tasks LIST      tasks per AIV core, comma separated\n"
+    "  --records-per-task N  records each task writes (default 3)\n"
+    "  --json                print JSON\n"
+    "Examples:\n"
+    "  commtrace-bpf devprof plan --aic-tasks 12,12,11 --aiv-tasks 30,29,30,31\n"
+    "  commtrace-bpf devprof plan --aic-tasks 100 --aiv-tasks '' --json\n";
 
 static const char schedule_help[] =
-	"Usage: commtrace-bpf devprof schedule --active A [options] --steps N\n"
-	"Prints which steps and kernel calls sample under a sampling window (seed 004's\n"
-	"schedule(); the C API is ct_devprof_session_* in include/commtrace/devprof.h):\n"
-	"skip-first steps, then cycles of wait, warmup and active steps, repeat times.\n"
-	"  --skip-first N  --wait N  --warmup N  --active N  --repeat N (0: forever)\n"
-	"  --steps N             steps to print\n"
-	"  --calls-per-step N    kernel calls per step (default 1)\n"
-	"  --max-per-step N      sample at most N calls per step (default: all)\n"
-	"  --json                print JSON\n"
-	"Examples:\n"
-	"  commtrace-bpf devprof schedule --wait 1 --warmup 1 --active 2 --repeat 1 --steps 6\n";
+    "Usage: commtrace-bpf devprof schedule --active A [options] --steps N\n"
+    "Prints which steps and kernel calls sample under a sampling window (seed 004's\n"
+    "schedule(); the C API is ct_devprof_session_* in include/commtrace/devprof.h):\n"
+    "skip-first steps, then cycles of wait, warmup and active steps, repeat times.\n"
+    "  --skip-first N  --wait N  --warmup N  --active N  --repeat N (0: forever)\n"
+    "  --steps N             steps to print\n"
+    "  --calls-per-step N    kernel calls per step (default 1)\n"
+    "  --max-per-step N      sample at most N calls per step (default: all)\n"
+    "  --json                print JSON\n"
+    "Examples:\n"
+    "  commtrace-bpf devprof schedule --wait 1 --warmup 1 --active 2 --repeat 1 --steps 6\n";
 
 static const char gen_help[] =
-	"Usage: commtrace-bpf devprof gen --scenario NAME -o OUT.bin [--corrupt KIND]\n"
-	"Writes a buffer with known content through the real recorder (for tests).\n"
-	"  --scenario NAME   basic (2 AIC + 3 AIV, metadata), overflow (a full slot, drops),\n"
-	"                    nometa (no metadata), multi (3 invocations)\n"
-	"  --corrupt KIND    magic, version, truncate, count, end-before-start, freq-zero,\n"
-	"                    freq-absurd, kind\n"
-	"Examples:\n"
-	"  commtrace-bpf devprof gen --scenario overflow -o overflow.bin\n"
-	"  commtrace-bpf devprof gen --scenario basic --corrupt kind -o bad.bin\n";
+    "Usage: commtrace-bpf devprof gen --scenario NAME -o OUT.bin [--corrupt KIND]\n"
+    "Writes a buffer with known content through the real recorder (for tests).\n"
+    "  --scenario NAME   basic (2 AIC + 3 AIV, metadata), overflow (a full slot, drops),\n"
+    "                    nometa (no metadata), multi (3 invocations)\n"
+    "  --corrupt KIND    magic, version, truncate, count, end-before-start, freq-zero,\n"
+    "                    freq-absurd, kind\n"
+    "Examples:\n"
+    "  commtrace-bpf devprof gen --scenario overflow -o overflow.bin\n"
+    "  commtrace-bpf devprof gen --scenario basic --corrupt kind -o bad.bin\n";
 
 static const char main_help[] =
-	"Usage: commtrace-bpf devprof COMMAND [options]   (COMMAND --help for more)\n"
-	"Device profile buffers of fused MegaKernels (docs/devprof.md).\n"
-	"  decode     buffer -> schema-v1 Chrome Trace JSON\n"
-	"  validate   check a buffer, print per-core records and drops\n"
-	"  fuse       device trace + PyTorch profiler trace -> one Chrome Trace\n"
-	"  plan       per-core capacity from the schedule\n"
-	"  schedule   which steps and calls sample (wait/warmup/active/repeat)\n"
-	"  gen        buffers with known content, valid or corrupt\n"
-	"Exit codes: 0 ok, 2 usage, 3 I/O, 4 memory, 10 magic, 11 version, 12 truncated,\n"
-	"13 layout, 14 count over capacity, 15 frequency, 16 end before start, 17 record\n"
-	"kind, 18 slot, 19 no records, 20 metadata, 21 profiler trace, 22 host alignment\n"
-	"refused, 23 alignment, 24 plan, 25 device JSON.\n"
-	"Examples:\n"
-	"  commtrace-bpf devprof decode prof.bin -o prof.json\n"
-	"  commtrace-bpf devprof fuse --device prof.bin --profiler kineto.json -o fused.json\n";
+    "Usage: commtrace-bpf devprof COMMAND [options]   (COMMAND --help for more)\n"
+    "Device profile buffers of fused MegaKernels (docs/devprof.md).\n"
+    "  decode     buffer -> schema-v1 Chrome Trace JSON\n"
+    "  validate   check a buffer, print per-core records and drops\n"
+    "  fuse       device trace + PyTorch profiler trace -> one Chrome Trace\n"
+    "  plan       per-core capacity from the schedule\n"
+    "  schedule   which steps and calls sample (wait/warmup/active/repeat)\n"
+    "  gen        buffers with known content, valid or corrupt\n"
+    "Exit codes: 0 ok, 2 usage, 3 I/O, 4 memory, 10 magic, 11 version, 12 truncated,\n"
+    "13 layout, 14 count over capacity, 15 frequency, 16 end before start, 17 record\n"
+    "kind, 18 slot, 19 no records, 20 metadata, 21 profiler trace, 22 host alignment\n"
+    "refused, 23 alignment, 24 plan, 25 device JSON.\n"
+    "Examples:\n"
+    "  commtrace-bpf devprof decode prof.bin -o prof.json\n"
+    "  commtrace-bpf devprof fuse --device prof.bin --profiler kineto.json -o fused.json\n";
 
-enum { O_DISPLAY = 256, O_META, O_PID_BASE, O_DEVICE, O_PROFILER, O_HOST, O_KNAME, O_SKIP,
-       O_AIC, O_AIV, O_RPT, O_JSON, O_SKIPF, O_WAIT, O_WARMUP, O_ACTIVE, O_REPEAT, O_STEPS,
-       O_CPS, O_MPS, O_SCEN, O_CORRUPT };
+enum {
+	O_DISPLAY = 256,
+	O_META,
+	O_PID_BASE,
+	O_DEVICE,
+	O_PROFILER,
+	O_HOST,
+	O_KNAME,
+	O_SKIP,
+	O_AIC,
+	O_AIV,
+	O_RPT,
+	O_JSON,
+	O_SKIPF,
+	O_WAIT,
+	O_WARMUP,
+	O_ACTIVE,
+	O_REPEAT,
+	O_STEPS,
+	O_CPS,
+	O_MPS,
+	O_SCEN,
+	O_CORRUPT
+};
 
 static const struct option long_opts[] = {
-	{"help", no_argument, NULL, 'h'},
-	{"output", required_argument, NULL, 'o'},
-	{"display", required_argument, NULL, O_DISPLAY},
-	{"meta", required_argument, NULL, O_META},
-	{"pid-base", required_argument, NULL, O_PID_BASE},
-	{"device", required_argument, NULL, O_DEVICE},
-	{"profiler", required_argument, NULL, O_PROFILER},
-	{"allow-host-align", no_argument, NULL, O_HOST},
-	{"kernel-name", required_argument, NULL, O_KNAME},
-	{"skip", required_argument, NULL, O_SKIP},
-	{"aic-tasks", required_argument, NULL, O_AIC},
-	{"aiv-tasks", required_argument, NULL, O_AIV},
-	{"records-per-task", required_argument, NULL, O_RPT},
-	{"json", no_argument, NULL, O_JSON},
-	{"skip-first", required_argument, NULL, O_SKIPF},
-	{"wait", required_argument, NULL, O_WAIT},
-	{"warmup", required_argument, NULL, O_WARMUP},
-	{"active", required_argument, NULL, O_ACTIVE},
-	{"repeat", required_argument, NULL, O_REPEAT},
-	{"steps", required_argument, NULL, O_STEPS},
-	{"calls-per-step", required_argument, NULL, O_CPS},
-	{"max-per-step", required_argument, NULL, O_MPS},
-	{"scenario", required_argument, NULL, O_SCEN},
-	{"corrupt", required_argument, NULL, O_CORRUPT},
-	{NULL, 0, NULL, 0},
+    {"help", no_argument, NULL, 'h'},
+    {"output", required_argument, NULL, 'o'},
+    {"display", required_argument, NULL, O_DISPLAY},
+    {"meta", required_argument, NULL, O_META},
+    {"pid-base", required_argument, NULL, O_PID_BASE},
+    {"device", required_argument, NULL, O_DEVICE},
+    {"profiler", required_argument, NULL, O_PROFILER},
+    {"allow-host-align", no_argument, NULL, O_HOST},
+    {"kernel-name", required_argument, NULL, O_KNAME},
+    {"skip", required_argument, NULL, O_SKIP},
+    {"aic-tasks", required_argument, NULL, O_AIC},
+    {"aiv-tasks", required_argument, NULL, O_AIV},
+    {"records-per-task", required_argument, NULL, O_RPT},
+    {"json", no_argument, NULL, O_JSON},
+    {"skip-first", required_argument, NULL, O_SKIPF},
+    {"wait", required_argument, NULL, O_WAIT},
+    {"warmup", required_argument, NULL, O_WARMUP},
+    {"active", required_argument, NULL, O_ACTIVE},
+    {"repeat", required_argument, NULL, O_REPEAT},
+    {"steps", required_argument, NULL, O_STEPS},
+    {"calls-per-step", required_argument, NULL, O_CPS},
+    {"max-per-step", required_argument, NULL, O_MPS},
+    {"scenario", required_argument, NULL, O_SCEN},
+    {"corrupt", required_argument, NULL, O_CORRUPT},
+    {NULL, 0, NULL, 0},
 };
 
 struct args {
@@ -300,27 +323,77 @@ static int parse_args(int argc, char **argv, const char *allowed, const char *he
 				return usage_err(a->cmd, "--display takes stage or full, not '%s'",
 						 optarg);
 			break;
-		case O_META: a->meta = optarg; break;
-		case O_DEVICE: a->device = optarg; break;
-		case O_PROFILER: a->profiler = optarg; break;
-		case O_HOST: a->host = 1; break;
-		case O_KNAME: a->kname = optarg; break;
-		case O_AIC: a->aic = optarg; a->have_aic = 1; break;
-		case O_AIV: a->aiv = optarg; a->have_aiv = 1; break;
-		case O_JSON: a->json = 1; break;
-		case O_SCEN: a->scenario = optarg; break;
-		case O_CORRUPT: a->corrupt = optarg; break;
-		case O_PID_BASE: u = &a->pid_base; max = 1u << 30; break;
-		case O_SKIP: u = &a->skip; break;
-		case O_RPT: u = &a->rpt; max = 64; break;
-		case O_SKIPF: u = &a->sched.skip_first; break;
-		case O_WAIT: u = &a->sched.wait; break;
-		case O_WARMUP: u = &a->sched.warmup; break;
-		case O_ACTIVE: u = &a->sched.active; a->have_active = 1; break;
-		case O_REPEAT: u = &a->sched.repeat; break;
-		case O_STEPS: u = &a->steps; max = 1u << 20; break;
-		case O_CPS: u = &a->cps; max = 4096; break;
-		case O_MPS: u = &a->mps; max = 4096; break;
+		case O_META:
+			a->meta = optarg;
+			break;
+		case O_DEVICE:
+			a->device = optarg;
+			break;
+		case O_PROFILER:
+			a->profiler = optarg;
+			break;
+		case O_HOST:
+			a->host = 1;
+			break;
+		case O_KNAME:
+			a->kname = optarg;
+			break;
+		case O_AIC:
+			a->aic = optarg;
+			a->have_aic = 1;
+			break;
+		case O_AIV:
+			a->aiv = optarg;
+			a->have_aiv = 1;
+			break;
+		case O_JSON:
+			a->json = 1;
+			break;
+		case O_SCEN:
+			a->scenario = optarg;
+			break;
+		case O_CORRUPT:
+			a->corrupt = optarg;
+			break;
+		case O_PID_BASE:
+			u = &a->pid_base;
+			max = 1u << 30;
+			break;
+		case O_SKIP:
+			u = &a->skip;
+			break;
+		case O_RPT:
+			u = &a->rpt;
+			max = 64;
+			break;
+		case O_SKIPF:
+			u = &a->sched.skip_first;
+			break;
+		case O_WAIT:
+			u = &a->sched.wait;
+			break;
+		case O_WARMUP:
+			u = &a->sched.warmup;
+			break;
+		case O_ACTIVE:
+			u = &a->sched.active;
+			a->have_active = 1;
+			break;
+		case O_REPEAT:
+			u = &a->sched.repeat;
+			break;
+		case O_STEPS:
+			u = &a->steps;
+			max = 1u << 20;
+			break;
+		case O_CPS:
+			u = &a->cps;
+			max = 4096;
+			break;
+		case O_MPS:
+			u = &a->mps;
+			max = 4096;
+			break;
 		}
 		if (u && parse_u32(optarg, max, u))
 			return usage_err(a->cmd, "invalid number '%s'", optarg);
@@ -454,6 +527,8 @@ static int cmd_fuse(int argc, char **argv)
 		fo.kernel_name = a.kname;
 		fo.skip = a.skip;
 		out = devprof_fuse(dev, prof, &fo, &err);
+		if (out)
+			prof = NULL; /* consumed by out */
 		rc = out ? write_json(a.out, out, 0, &err) : err.code;
 	}
 	free(data);
@@ -489,12 +564,13 @@ static int cmd_plan(int argc, char **argv)
 	if (rc)
 		return fail(&err);
 	if (a.json) {
-		printf("{\"aic_cores\":%u,\"aiv_cores\":%u,\"aic_max_tasks\":%u,\"aiv_max_tasks\":%u,"
-		       "\"aic_capacity\":%u,\"aiv_capacity\":%u,\"aic_expected_drops\":%llu,"
-		       "\"aiv_expected_drops\":%llu,\"bytes\":%llu}\n",
-		       p.aic_cores, p.aiv_cores, p.aic_max_tasks, p.aiv_max_tasks, p.aic_capacity,
-		       p.aiv_capacity, (unsigned long long)p.aic_expected_drops,
-		       (unsigned long long)p.aiv_expected_drops, (unsigned long long)p.bytes);
+		printf(
+		    "{\"aic_cores\":%u,\"aiv_cores\":%u,\"aic_max_tasks\":%u,\"aiv_max_tasks\":%u,"
+		    "\"aic_capacity\":%u,\"aiv_capacity\":%u,\"aic_expected_drops\":%llu,"
+		    "\"aiv_expected_drops\":%llu,\"bytes\":%llu}\n",
+		    p.aic_cores, p.aiv_cores, p.aic_max_tasks, p.aiv_max_tasks, p.aic_capacity,
+		    p.aiv_capacity, (unsigned long long)p.aic_expected_drops,
+		    (unsigned long long)p.aiv_expected_drops, (unsigned long long)p.bytes);
 		return 0;
 	}
 	printf("AIC: %u cores, busiest runs %u tasks -> capacity %u records\n", p.aic_cores,
@@ -504,7 +580,7 @@ static int cmd_plan(int argc, char **argv)
 	printf("buffer: %llu bytes per invocation (without metadata)\n",
 	       (unsigned long long)p.bytes);
 	if (p.aic_expected_drops || p.aiv_expected_drops)
-		printf("warning: %u records per core are not enough; expect %llu AIC and %llu AIV "
+		printf("warning: %d records per core are not enough; expect %llu AIC and %llu AIV "
 		       "records dropped\n",
 		       CT_DEVPROF_MAX_RECS, (unsigned long long)p.aic_expected_drops,
 		       (unsigned long long)p.aiv_expected_drops);
@@ -525,9 +601,10 @@ static int cmd_schedule(int argc, char **argv)
 	uint32_t st, call;
 	int rc, first = 1;
 
-	rc = parse_args(argc, argv,
-			"skip-first wait warmup active repeat steps calls-per-step max-per-step json",
-			schedule_help, &a);
+	rc = parse_args(
+	    argc, argv,
+	    "skip-first wait warmup active repeat steps calls-per-step max-per-step json",
+	    schedule_help, &a);
 	if (rc)
 		return rc < 0 ? 0 : rc;
 	if (a.input)
@@ -598,8 +675,8 @@ int devprof_cli_main(int argc, char **argv)
 		const char *name;
 		int (*fn)(int, char **);
 	} cmds[] = {
-		{"decode", cmd_decode},	    {"validate", cmd_validate}, {"fuse", cmd_fuse},
-		{"plan", cmd_plan},	    {"schedule", cmd_schedule}, {"gen", cmd_gen},
+	    {"decode", cmd_decode}, {"validate", cmd_validate}, {"fuse", cmd_fuse},
+	    {"plan", cmd_plan},	    {"schedule", cmd_schedule}, {"gen", cmd_gen},
 	};
 	size_t i;
 
@@ -610,8 +687,9 @@ int devprof_cli_main(int argc, char **argv)
 	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		if (!strcmp(argv[1], cmds[i].name))
 			return cmds[i].fn(argc - 1, argv + 1);
-	fprintf(stderr, "devprof: unknown command '%s' (decode, validate, fuse, plan, schedule, "
-			"gen; see --help)\n",
+	fprintf(stderr,
+		"devprof: unknown command '%s' (decode, validate, fuse, plan, schedule, "
+		"gen; see --help)\n",
 		argv[1]);
 	return DEVPROF_E_USAGE;
 }

@@ -53,8 +53,9 @@ void devprof_slot_at(const struct devprof_inv *inv, uint32_t idx, struct ct_devp
 void devprof_record_at(const struct devprof_inv *inv, uint32_t idx, uint32_t i,
 		       struct ct_devprof_record *r)
 {
-	memcpy(r, inv->base + slot_off(&inv->h, idx) + sizeof(struct ct_devprof_slot) +
-			  (uint64_t)i * sizeof(*r),
+	memcpy(r,
+	       inv->base + slot_off(&inv->h, idx) + sizeof(struct ct_devprof_slot) +
+		   (uint64_t)i * sizeof(*r),
 	       sizeof(*r));
 }
 
@@ -65,10 +66,11 @@ static int check_names(const cJSON *v, const char *key, const char *what, struct
 	if (!v)
 		return 0;
 	if (!cJSON_IsObject(v) && !cJSON_IsArray(v))
-		return devprof_errf(err, DEVPROF_E_META,
-				    "%s: \"%s\" must be an object {\"ID\": \"name\"} or an array of "
-				    "names",
-				    what, key);
+		return devprof_errf(
+		    err, DEVPROF_E_META,
+		    "%s: \"%s\" must be an object {\"ID\": \"name\"} or an array of "
+		    "names",
+		    what, key);
 	cJSON_ArrayForEach(e, v)
 	{
 		if (cJSON_IsObject(v)) {
@@ -82,8 +84,8 @@ static int check_names(const cJSON *v, const char *key, const char *what, struct
 						    what, key, e->string);
 		}
 		if (!cJSON_IsString(e) && !cJSON_IsNull(e))
-			return devprof_errf(err, DEVPROF_E_META, "%s: \"%s\" entries must be strings",
-					    what, key);
+			return devprof_errf(err, DEVPROF_E_META,
+					    "%s: \"%s\" entries must be strings", what, key);
 		if (cJSON_IsString(e) && strlen(e->valuestring) > 256)
 			return devprof_errf(err, DEVPROF_E_META,
 					    "%s: a \"%s\" entry is longer than 256 bytes", what,
@@ -98,7 +100,8 @@ int devprof_meta_check(const cJSON *meta, const char *what, struct devprof_err *
 	int rc;
 
 	if (!cJSON_IsObject(meta))
-		return devprof_errf(err, DEVPROF_E_META, "%s: metadata must be a JSON object", what);
+		return devprof_errf(err, DEVPROF_E_META, "%s: metadata must be a JSON object",
+				    what);
 	k = cJSON_GetObjectItemCaseSensitive(meta, "kernel");
 	if (k && (!cJSON_IsString(k) || strlen(k->valuestring) > 256))
 		return devprof_errf(err, DEVPROF_E_META,
@@ -122,29 +125,31 @@ static int check_header(const struct ct_devprof_header *h, size_t k, size_t off,
 	uint64_t need;
 
 	if (h->version != CT_DEVPROF_VERSION)
-		return devprof_errf(err, DEVPROF_E_VERSION,
-				    "invocation %zu (offset %zu): format version %u is not supported "
-				    "(this decoder reads version %u)",
-				    k, off, h->version, CT_DEVPROF_VERSION);
+		return devprof_errf(
+		    err, DEVPROF_E_VERSION,
+		    "invocation %zu (offset %zu): format version %u is not supported "
+		    "(this decoder reads version %u)",
+		    k, off, h->version, CT_DEVPROF_VERSION);
 	if (h->header_size != sizeof(struct ct_devprof_header) ||
 	    h->slot_size != sizeof(struct ct_devprof_slot) ||
 	    h->record_size != sizeof(struct ct_devprof_record))
-		return devprof_errf(err, DEVPROF_E_LAYOUT,
-				    "invocation %zu (offset %zu): header/slot/record sizes %u/%u/%u, "
-				    "version 1 has 64/16/40",
-				    k, off, h->header_size, h->slot_size, h->record_size);
+		return devprof_errf(
+		    err, DEVPROF_E_LAYOUT,
+		    "invocation %zu (offset %zu): header/slot/record sizes %u/%u/%u, "
+		    "version 1 has 64/16/40",
+		    k, off, h->header_size, h->slot_size, h->record_size);
 	if (h->clock_hz == 0)
 		return devprof_errf(err, DEVPROF_E_FREQ,
 				    "invocation %zu (offset %zu): clock frequency is 0 Hz; cycles "
 				    "cannot be converted to time",
 				    k, off);
 	if (h->clock_hz < CT_DEVPROF_MIN_HZ || h->clock_hz > CT_DEVPROF_MAX_HZ)
-		return devprof_errf(err, DEVPROF_E_FREQ,
-				    "invocation %zu (offset %zu): clock frequency %llu Hz is outside "
-				    "the plausible range %llu..%llu Hz",
-				    k, off, (unsigned long long)h->clock_hz,
-				    (unsigned long long)CT_DEVPROF_MIN_HZ,
-				    (unsigned long long)CT_DEVPROF_MAX_HZ);
+		return devprof_errf(
+		    err, DEVPROF_E_FREQ,
+		    "invocation %zu (offset %zu): clock frequency %llu Hz is outside "
+		    "the plausible range %llu..%llu Hz",
+		    k, off, (unsigned long long)h->clock_hz, (unsigned long long)CT_DEVPROF_MIN_HZ,
+		    (unsigned long long)CT_DEVPROF_MAX_HZ);
 	if (h->aic_cores + (uint64_t)h->aiv_cores == 0 || h->aic_cores > CT_DEVPROF_MAX_CORES ||
 	    h->aiv_cores > CT_DEVPROF_MAX_CORES)
 		return devprof_errf(err, DEVPROF_E_LAYOUT,
@@ -153,18 +158,21 @@ static int check_header(const struct ct_devprof_header *h, size_t k, size_t off,
 				    k, off, h->aic_cores, h->aiv_cores, CT_DEVPROF_MAX_CORES);
 	if (h->aic_capacity % CT_DEVPROF_ALIGN_RECS || h->aiv_capacity % CT_DEVPROF_ALIGN_RECS ||
 	    h->aic_capacity > CT_DEVPROF_MAX_RECS || h->aiv_capacity > CT_DEVPROF_MAX_RECS)
-		return devprof_errf(err, DEVPROF_E_LAYOUT,
-				    "invocation %zu (offset %zu): capacities AIC %u / AIV %u records; "
-				    "each must be a multiple of %u and at most %u",
-				    k, off, h->aic_capacity, h->aiv_capacity, CT_DEVPROF_ALIGN_RECS,
-				    CT_DEVPROF_MAX_RECS);
-	if (h->meta_size > CT_DEVPROF_MAX_META || h->reserved || (h->flags & ~CT_DEVPROF_F_GLOBAL_CLOCK))
+		return devprof_errf(
+		    err, DEVPROF_E_LAYOUT,
+		    "invocation %zu (offset %zu): capacities AIC %u / AIV %u records; "
+		    "each must be a multiple of %u and at most %u",
+		    k, off, h->aic_capacity, h->aiv_capacity, CT_DEVPROF_ALIGN_RECS,
+		    CT_DEVPROF_MAX_RECS);
+	if (h->meta_size > CT_DEVPROF_MAX_META || h->reserved ||
+	    (h->flags & ~CT_DEVPROF_F_GLOBAL_CLOCK))
 		return devprof_errf(err, DEVPROF_E_LAYOUT,
 				    "invocation %zu (offset %zu): metadata size %u (max %u), flags "
 				    "0x%x or reserved field 0x%x invalid",
-				    k, off, h->meta_size, CT_DEVPROF_MAX_META, h->flags, h->reserved);
-	need = ct_devprof_buffer_size(h->aic_cores, h->aiv_cores, h->aic_capacity,
-				      h->aiv_capacity, h->meta_size);
+				    k, off, h->meta_size, CT_DEVPROF_MAX_META, h->flags,
+				    h->reserved);
+	need = ct_devprof_buffer_size(h->aic_cores, h->aiv_cores, h->aic_capacity, h->aiv_capacity,
+				      h->meta_size);
 	if (h->total_size != need)
 		return devprof_errf(err, DEVPROF_E_LAYOUT,
 				    "invocation %zu (offset %zu): total_size is %llu bytes but its "
@@ -188,37 +196,41 @@ static int check_slots(struct devprof_inv *inv, size_t k, struct devprof_err *er
 
 		devprof_slot_at(inv, idx, &s);
 		if (s.core_type != type || s.core_id != id || s.reserved0 || s.reserved1)
-			return devprof_errf(err, DEVPROF_E_SLOT,
-					    "invocation %zu: slot %u should be %s %u but holds core "
-					    "type %u id %u",
-					    k, idx, core_type_name(type), id, s.core_type, s.core_id);
+			return devprof_errf(
+			    err, DEVPROF_E_SLOT,
+			    "invocation %zu: slot %u should be %s %u but holds core "
+			    "type %u id %u",
+			    k, idx, core_type_name(type), id, s.core_type, s.core_id);
 		if (s.record_count > cap)
-			return devprof_errf(err, DEVPROF_E_OVER_CAPACITY,
-					    "invocation %zu, %s %u: record count %u exceeds the slot "
-					    "capacity %u",
-					    k, core_type_name(type), id, s.record_count, cap);
+			return devprof_errf(
+			    err, DEVPROF_E_OVER_CAPACITY,
+			    "invocation %zu, %s %u: record count %u exceeds the slot "
+			    "capacity %u",
+			    k, core_type_name(type), id, s.record_count, cap);
 		for (i = 0; i < s.record_count; i++) {
 			struct ct_devprof_record r;
 
 			devprof_record_at(inv, idx, i, &r);
 			if (!devprof_kind_name(r.kind))
-				return devprof_errf(err, DEVPROF_E_KIND,
-						    "invocation %zu, %s %u, record %u: unknown record "
-						    "kind %u (1 WaitDependency, 2 Compute, 3 "
-						    "TriggerEvent)",
-						    k, core_type_name(type), id, i, r.kind);
+				return devprof_errf(
+				    err, DEVPROF_E_KIND,
+				    "invocation %zu, %s %u, record %u: unknown record "
+				    "kind %u (1 WaitDependency, 2 Compute, 3 "
+				    "TriggerEvent)",
+				    k, core_type_name(type), id, i, r.kind);
 			if (r.reserved0 || r.reserved1)
 				return devprof_errf(err, DEVPROF_E_KIND,
 						    "invocation %zu, %s %u, record %u: reserved "
 						    "fields are not zero",
 						    k, core_type_name(type), id, i);
 			if (r.end_cycle < r.start_cycle)
-				return devprof_errf(err, DEVPROF_E_END_BEFORE_START,
-						    "invocation %zu, %s %u, record %u (task %u): end "
-						    "cycle %llu is before start cycle %llu",
-						    k, core_type_name(type), id, i, r.task_id,
-						    (unsigned long long)r.end_cycle,
-						    (unsigned long long)r.start_cycle);
+				return devprof_errf(
+				    err, DEVPROF_E_END_BEFORE_START,
+				    "invocation %zu, %s %u, record %u (task %u): end "
+				    "cycle %llu is before start cycle %llu",
+				    k, core_type_name(type), id, i, r.task_id,
+				    (unsigned long long)r.end_cycle,
+				    (unsigned long long)r.start_cycle);
 			if (r.start_cycle < inv->min_cycle)
 				inv->min_cycle = r.start_cycle;
 			if (r.end_cycle > inv->max_cycle)
@@ -238,8 +250,8 @@ static int check_meta(struct devprof_inv *inv, size_t k, struct devprof_err *err
 
 	if (!inv->h.meta_size)
 		return 0;
-	inv->meta = (const char *)inv->base + inv->h.total_size -
-		    ct_devprof_meta_padded(inv->h.meta_size);
+	inv->meta =
+	    (const char *)inv->base + inv->h.total_size - ct_devprof_meta_padded(inv->h.meta_size);
 	snprintf(what, sizeof(what), "invocation %zu metadata", k);
 	j = devprof_parse_json((const uint8_t *)inv->meta, inv->h.meta_size, DEVPROF_E_META, what,
 			       err);
@@ -273,15 +285,16 @@ int devprof_parse(const void *buf, size_t len, struct devprof_file *f, struct de
 					  "(\"CTDP\")%s",
 					  k, off, magic, CT_DEVPROF_MAGIC,
 					  __builtin_bswap32(magic) == CT_DEVPROF_MAGIC
-						  ? "; the buffer is byte-swapped"
-						  : "; not a devprof buffer");
+					      ? "; the buffer is byte-swapped"
+					      : "; not a devprof buffer");
 			goto fail;
 		}
 		if (len - off < sizeof(inv.h)) {
-			rc = devprof_errf(err, DEVPROF_E_TRUNCATED,
-					  "invocation %zu (offset %zu): truncated header, %zu of %zu "
-					  "bytes",
-					  k, off, len - off, sizeof(inv.h));
+			rc = devprof_errf(
+			    err, DEVPROF_E_TRUNCATED,
+			    "invocation %zu (offset %zu): truncated header, %zu of %zu "
+			    "bytes",
+			    k, off, len - off, sizeof(inv.h));
 			goto fail;
 		}
 		memcpy(&inv.h, p + off, sizeof(inv.h));
@@ -289,18 +302,20 @@ int devprof_parse(const void *buf, size_t len, struct devprof_file *f, struct de
 		if (rc)
 			goto fail;
 		if (inv.h.total_size > len - off) {
-			rc = devprof_errf(err, DEVPROF_E_TRUNCATED,
-					  "invocation %zu (offset %zu): truncated, needs %llu bytes "
-					  "but the file has %zu left",
-					  k, off, (unsigned long long)inv.h.total_size, len - off);
+			rc =
+			    devprof_errf(err, DEVPROF_E_TRUNCATED,
+					 "invocation %zu (offset %zu): truncated, needs %llu bytes "
+					 "but the file has %zu left",
+					 k, off, (unsigned long long)inv.h.total_size, len - off);
 			goto fail;
 		}
 		if (k && inv.h.clock_hz != f->inv[0].h.clock_hz) {
-			rc = devprof_errf(err, DEVPROF_E_FREQ,
-					  "invocation %zu: clock %llu Hz differs from invocation 0's "
-					  "%llu Hz; one file holds one device clock",
-					  k, (unsigned long long)inv.h.clock_hz,
-					  (unsigned long long)f->inv[0].h.clock_hz);
+			rc = devprof_errf(
+			    err, DEVPROF_E_FREQ,
+			    "invocation %zu: clock %llu Hz differs from invocation 0's "
+			    "%llu Hz; one file holds one device clock",
+			    k, (unsigned long long)inv.h.clock_hz,
+			    (unsigned long long)f->inv[0].h.clock_hz);
 			goto fail;
 		}
 		if (k >= DEVPROF_MAX_INVOCATIONS) {
@@ -333,10 +348,11 @@ int devprof_parse(const void *buf, size_t len, struct devprof_file *f, struct de
 		off += (size_t)inv.h.total_size;
 	}
 	if (!records) {
-		rc = devprof_errf(err, DEVPROF_E_EMPTY,
-				  "%zu invocation(s) hold no record (%llu dropped): sampling was off "
-				  "or the kernel ran no task; refusing to write an empty trace",
-				  f->n, (unsigned long long)dropped);
+		rc = devprof_errf(
+		    err, DEVPROF_E_EMPTY,
+		    "%zu invocation(s) hold no record (%llu dropped): sampling was off "
+		    "or the kernel ran no task; refusing to write an empty trace",
+		    f->n, (unsigned long long)dropped);
 		goto fail;
 	}
 	return 0;

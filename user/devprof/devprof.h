@@ -42,15 +42,15 @@ struct devprof_err {
 };
 
 int devprof_errf(struct devprof_err *e, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
-#define DEVPROF_MAX_INVOCATIONS 4096	     /* invocations in one buffer file */
-#define DEVPROF_MAX_FILE	(1ull << 30) /* bytes of a buffer file */
-#define DEVPROF_MAX_TRACE	(512ull << 20) /* bytes of a profiler trace */
-#define DEVPROF_TID_BASE	0x10000	     /* standalone tids: base + slot index */
-#define DEVPROF_FUSE_TID_BASE	0x40000000   /* fused tids: base + lane * 0x1000 + slot */
-#define DEVPROF_FUSE_MAX_LANES	64
-#define DEVPROF_DIAG_LIST	64 /* entries listed per diagnostic kind; the rest counted */
+#define DEVPROF_MAX_INVOCATIONS 4096	 /* invocations in one buffer file */
+#define DEVPROF_MAX_FILE (1ull << 30)	 /* bytes of a buffer file */
+#define DEVPROF_MAX_TRACE (512ull << 20) /* bytes of a profiler trace */
+#define DEVPROF_TID_BASE 0x10000	 /* standalone tids: base + slot index */
+#define DEVPROF_FUSE_TID_BASE 0x40000000 /* fused tids: base + lane * 0x1000 + slot */
+#define DEVPROF_FUSE_MAX_LANES 64
+#define DEVPROF_DIAG_LIST 64 /* entries listed per diagnostic kind; the rest counted */
 
 /* One validated invocation inside a buffer file. */
 struct devprof_inv {
@@ -88,9 +88,9 @@ enum devprof_display {
 
 struct devprof_export_opts {
 	enum devprof_display display;
-	const cJSON *meta; /* overrides every invocation's embedded metadata; may be NULL */
+	const cJSON *meta;	 /* overrides every invocation's embedded metadata; may be NULL */
 	const char *meta_source; /* named in diagnostics, e.g. the --meta path */
-	int pid_base;	   /* pid of invocation 0; invocation k gets pid_base + k */
+	int pid_base;		 /* pid of invocation 0; invocation k gets pid_base + k */
 	/*
 	 * Time base. Without sync, the earliest record of the file is at ts_base_us. With
 	 * sync, device cycle sync_cycle is host time sync_us (µs, the host trace's clock),
@@ -127,9 +127,11 @@ struct devprof_fuse_opts {
 /*
  * device: a standalone document (devprof_build_trace() or a decoded JSON file);
  * profiler: the profiler trace (an object with traceEvents, or a bare event array).
- * Returns the fused document (a new tree; inputs are not modified) or NULL with err.
+ * The profiler tree is reused, not copied, since traces run to hundreds of MB: on
+ * success it is consumed (the result is it, or an object wrapping it) and only the
+ * result is freed; on error it is left untouched and NULL is returned with err.
  */
-cJSON *devprof_fuse(const cJSON *device, const cJSON *profiler, const struct devprof_fuse_opts *o,
+cJSON *devprof_fuse(const cJSON *device, cJSON *profiler, const struct devprof_fuse_opts *o,
 		    struct devprof_err *err);
 
 /* Capacity planner (FR-05), from the tasks each core runs, AIC and AIV separately. */
@@ -141,9 +143,8 @@ struct devprof_plan {
 	uint64_t bytes;
 };
 
-int devprof_plan(const uint32_t *aic_tasks, uint32_t naic, const uint32_t *aiv_tasks,
-		 uint32_t naiv, uint32_t records_per_task, struct devprof_plan *p,
-		 struct devprof_err *err);
+int devprof_plan(const uint32_t *aic_tasks, uint32_t naic, const uint32_t *aiv_tasks, uint32_t naiv,
+		 uint32_t records_per_task, struct devprof_plan *p, struct devprof_err *err);
 
 /* Generator of buffers with known content (tests, fuzz seeds, demos). */
 enum devprof_corrupt {

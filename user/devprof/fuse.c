@@ -126,26 +126,29 @@ static int load_device(const cJSON *dev, struct fuse_ctx *c, const cJSON **event
 		d->ncores = (uint32_t)cJSON_GetArraySize(d->cores);
 		if (d->ncores > 2 * CT_DEVPROF_MAX_CORES)
 			return devprof_errf(err, DEVPROF_E_DEVJSON,
-					    "device trace: invocation %zu has %u cores", k, d->ncores);
+					    "device trace: invocation %zu has %u cores", k,
+					    d->ncores);
 		cJSON_ArrayForEach(core, d->cores)
 		{
 			double tid, slot;
 			const char *name = str(core, "name");
 
 			if (!name || strlen(name) > 64 || num(core, "tid", &tid) ||
-			    num(core, "slot", &slot) || !is_int(slot) || slot < 0 || slot >= d->ncores ||
-			    tid != DEVPROF_TID_BASE + slot)
-				return devprof_errf(err, DEVPROF_E_DEVJSON,
-						    "device trace: invocation %zu has a core without "
-						    "a valid name, tid or slot",
-						    k);
+			    num(core, "slot", &slot) || !is_int(slot) || slot < 0 ||
+			    slot >= d->ncores || tid != DEVPROF_TID_BASE + slot)
+				return devprof_errf(
+				    err, DEVPROF_E_DEVJSON,
+				    "device trace: invocation %zu has a core without "
+				    "a valid name, tid or slot",
+				    k);
 		}
 		for (size_t j = 0; j < k; j++)
 			if (c->inv[j].pid == d->pid)
-				return devprof_errf(err, DEVPROF_E_DEVJSON,
-						    "device trace: invocations %zu and %zu share pid "
-						    "%d",
-						    j, k, d->pid);
+				return devprof_errf(
+				    err, DEVPROF_E_DEVJSON,
+				    "device trace: invocations %zu and %zu share pid "
+				    "%d",
+				    j, k, d->pid);
 		k++;
 	}
 	return 0;
@@ -300,20 +303,32 @@ static int tid_clash(const cJSON *events, struct devprof_err *err)
 
 		if (!num(e, "tid", &tid) && tid >= DEVPROF_FUSE_TID_BASE &&
 		    tid < DEVPROF_FUSE_TID_BASE + (double)DEVPROF_FUSE_MAX_LANES * 0x1000)
-			return devprof_errf(err, DEVPROF_E_ALIGN,
-					    "profiler trace already uses tid %.0f, inside the range "
-					    "reserved for fused device tracks",
-					    tid);
+			return devprof_errf(
+			    err, DEVPROF_E_ALIGN,
+			    "profiler trace already uses tid %.0f, inside the range "
+			    "reserved for fused device tracks",
+			    tid);
 	}
 	return 0;
 }
 
-cJSON *devprof_fuse(const cJSON *device, const cJSON *profiler, const struct devprof_fuse_opts *o,
+/* Moves every item; detaching the head is O(1) where an index walk would be O(n). */
+static void move_items(cJSON *dst, cJSON *src)
+{
+	cJSON *e;
+
+	while ((e = src->child)) {
+		cJSON_DetachItemViaPointer(src, e);
+		cJSON_AddItemToArray(dst, e);
+	}
+}
+
+cJSON *devprof_fuse(const cJSON *device, cJSON *profiler, const struct devprof_fuse_opts *o,
 		    struct devprof_err *err)
 {
 	struct fuse_ctx c;
 	const cJSON *dev_events = NULL, *prof_events, *e;
-	cJSON *out = NULL, *events, *md, *dp, *diag_invs, *fbs, *warn, *oor;
+	cJSON *out, *events = NULL, *md, *dp = NULL, *diag_invs, *fbs, *warn, *oor;
 	const char *filter = o->kernel_name;
 	size_t nested = 0, kernels = 0, k;
 	int *lane = NULL, host = 0, rc;
@@ -355,24 +370,27 @@ cJSON *devprof_fuse(const cJSON *device, const cJSON *profiler, const struct dev
 	if (!c.ncand) {
 		if (!o->allow_host_align) {
 			if (kernels)
-				rc = devprof_errf(err, DEVPROF_E_HOST_REFUSED,
-						  "profiler trace: none of its %zu device kernel "
-						  "events matches \"%s\"; refusing to align to host "
-						  "events without --allow-host-align",
-						  kernels, filter ? filter : "");
+				rc =
+				    devprof_errf(err, DEVPROF_E_HOST_REFUSED,
+						 "profiler trace: none of its %zu device kernel "
+						 "events matches \"%s\"; refusing to align to host "
+						 "events without --allow-host-align",
+						 kernels, filter ? filter : "");
 			else
-				rc = devprof_errf(err, DEVPROF_E_HOST_REFUSED,
-						  "profiler trace has no device kernel event (ph X, "
-						  "cat \"kernel\"): a host-only (CPU) trace; refusing "
-						  "to align device records to host events without "
-						  "--allow-host-align");
+				rc = devprof_errf(
+				    err, DEVPROF_E_HOST_REFUSED,
+				    "profiler trace has no device kernel event (ph X, "
+				    "cat \"kernel\"): a host-only (CPU) trace; refusing "
+				    "to align device records to host events without "
+				    "--allow-host-align");
 			goto fail;
 		}
 		if (!filter) {
-			rc = devprof_errf(err, DEVPROF_E_USAGE,
-					  "host alignment needs --kernel-name NAME (the host event "
-					  "that launched the kernel), and the device trace names no "
-					  "kernel");
+			rc =
+			    devprof_errf(err, DEVPROF_E_USAGE,
+					 "host alignment needs --kernel-name NAME (the host event "
+					 "that launched the kernel), and the device trace names no "
+					 "kernel");
 			goto fail;
 		}
 		host = 1;
@@ -381,29 +399,18 @@ cJSON *devprof_fuse(const cJSON *device, const cJSON *profiler, const struct dev
 			goto fail;
 	}
 	if (c.ncand < o->skip || c.ncand - o->skip < c.ninv) {
-		rc = devprof_errf(err, DEVPROF_E_ALIGN,
-				  "the device trace has %zu invocation(s) but the profiler trace has "
-				  "%zu outer %s event(s) matching \"%s\" (after skipping %u)",
-				  c.ninv, c.ncand, host ? "host" : "device kernel",
-				  filter ? filter : "", o->skip);
+		rc = devprof_errf(
+		    err, DEVPROF_E_ALIGN,
+		    "the device trace has %zu invocation(s) but the profiler trace has "
+		    "%zu outer %s event(s) matching \"%s\" (after skipping %u)",
+		    c.ninv, c.ncand, host ? "host" : "device kernel", filter ? filter : "",
+		    o->skip);
 		goto fail;
 	}
 
-	if (cJSON_IsArray(profiler)) {
-		out = cJSON_CreateObject();
-		cJSON_AddItemToObject(out, "traceEvents", cJSON_Duplicate(profiler, 1));
-	} else {
-		out = cJSON_Duplicate(profiler, 1);
-	}
-	if (!out) {
-		rc = devprof_errf(err, DEVPROF_E_NOMEM, "out of memory");
-		goto fail;
-	}
-	events = cJSON_GetObjectItemCaseSensitive(out, "traceEvents");
-	md = cJSON_GetObjectItemCaseSensitive(out, "metadata");
-	if (!md)
-		md = cJSON_AddObjectToObject(out, "metadata");
-	dp = cJSON_AddObjectToObject(md, "commtrace_devprof");
+	/* Staged apart from the profiler tree, which stays untouched until success. */
+	events = cJSON_CreateArray();
+	dp = cJSON_CreateObject();
 	cJSON_AddNumberToObject(dp, "schema_version", 1);
 	cJSON_AddStringToObject(dp, "alignment", host ? "host_event" : "device_kernel");
 	cJSON_AddBoolToObject(dp, "host_alignment", host);
@@ -418,13 +425,13 @@ cJSON *devprof_fuse(const cJSON *device, const cJSON *profiler, const struct dev
 	fbs = cJSON_AddArrayToObject(dp, "name_fallbacks");
 	warn = cJSON_AddArrayToObject(dp, "warnings");
 	if (host)
-		cJSON_AddItemToArray(warn, cJSON_CreateString(
-						   "aligned to host events: device tracks start at "
-						   "the host event, not at kernel execution"));
+		cJSON_AddItemToArray(
+		    warn, cJSON_CreateString("aligned to host events: device tracks start at "
+					     "the host event, not at kernel execution"));
 	if (!filter)
-		cJSON_AddItemToArray(warn, cJSON_CreateString(
-						   "no kernel name filter: aligned to every outer "
-						   "device kernel in order"));
+		cJSON_AddItemToArray(
+		    warn, cJSON_CreateString("no kernel name filter: aligned to every outer "
+					     "device kernel in order"));
 	c.oor = cJSON_CreateArray();
 
 	lane = calloc(c.ninv, sizeof(*lane));
@@ -468,16 +475,18 @@ cJSON *devprof_fuse(const cJSON *device, const cJSON *profiler, const struct dev
 			/* First use of this lane of this process: name its tracks. */
 			cJSON_ArrayForEach(core, c.inv[k].cores)
 			{
-				double slot = cJSON_GetObjectItemCaseSensitive(core, "slot")->valuedouble;
+				double slot =
+				    cJSON_GetObjectItemCaseSensitive(core, "slot")->valuedouble;
 				double tid = DEVPROF_FUSE_TID_BASE + l * 0x1000 + slot;
 				char tn[96];
 
 				if (l)
-					snprintf(tn, sizeof(tn), "%s (lane %d)", str(core, "name"), l);
+					snprintf(tn, sizeof(tn), "%s (lane %d)", str(core, "name"),
+						 l);
 				else
 					snprintf(tn, sizeof(tn), "%s", str(core, "name"));
-				cJSON_AddItemToArray(events,
-						     thread_meta("thread_name", kpid, tid, "name", tn, 0));
+				cJSON_AddItemToArray(
+				    events, thread_meta("thread_name", kpid, tid, "name", tn, 0));
 				cJSON_AddItemToArray(events,
 						     thread_meta("thread_sort_index", kpid, tid,
 								 "sort_index", NULL,
@@ -494,8 +503,8 @@ cJSON *devprof_fuse(const cJSON *device, const cJSON *profiler, const struct dev
 		cJSON_AddItemToObject(a, "pid", cJSON_Duplicate(kpid, 1));
 		if (cJSON_GetObjectItemCaseSensitive(kc->ev, "tid"))
 			cJSON_AddItemToObject(
-				a, "tid",
-				cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(kc->ev, "tid"), 1));
+			    a, "tid",
+			    cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(kc->ev, "tid"), 1));
 		cJSON_AddNumberToObject(a, "ts", kc->ts);
 		cJSON_AddNumberToObject(a, "dur", kc->dur);
 		cJSON_AddNumberToObject(a, "event_index", (double)kc->index);
@@ -529,9 +538,9 @@ cJSON *devprof_fuse(const cJSON *device, const cJSON *profiler, const struct dev
 			continue; /* replaced by the thread_name events above */
 		if (num(e, "pid", &pid) || num(e, "tid", &tid) || num(e, "ts", &ts) ||
 		    (!strcmp(ph, "X") && (num(e, "dur", &dur) || dur < 0))) {
-			rc = devprof_errf(err, DEVPROF_E_DEVJSON,
-					  "device trace: a \"%s\" event lacks numeric pid/tid/ts/dur",
-					  ph);
+			rc = devprof_errf(
+			    err, DEVPROF_E_DEVJSON,
+			    "device trace: a \"%s\" event lacks numeric pid/tid/ts/dur", ph);
 			goto fail;
 		}
 		k = c.ninv;
@@ -552,16 +561,15 @@ cJSON *devprof_fuse(const cJSON *device, const cJSON *profiler, const struct dev
 		{
 			if (!strcmp(it->string, "pid"))
 				cJSON_AddItemToObject(
-					ne, "pid",
-					cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(kc->ev, "pid"),
-							1));
+				    ne, "pid",
+				    cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(kc->ev, "pid"),
+						    1));
 			else if (!strcmp(it->string, "tid"))
-				cJSON_AddNumberToObject(ne, "tid",
-							DEVPROF_FUSE_TID_BASE + lane[k] * 0x1000 +
-								slot);
+				cJSON_AddNumberToObject(
+				    ne, "tid", DEVPROF_FUSE_TID_BASE + lane[k] * 0x1000 + slot);
 			else if (!strcmp(it->string, "ts"))
 				cJSON_AddNumberToObject(
-					ne, "ts", ns_round(kc->ts + (ts - c.inv[k].start_us)));
+				    ne, "ts", ns_round(kc->ts + (ts - c.inv[k].start_us)));
 			else
 				cJSON_AddItemToObject(ne, it->string, cJSON_Duplicate(it, 1));
 		}
@@ -575,13 +583,27 @@ cJSON *devprof_fuse(const cJSON *device, const cJSON *profiler, const struct dev
 	cJSON_AddBoolToObject(oor, "truncated", c.oor_count > DEVPROF_DIAG_LIST);
 	cJSON_AddItemToObject(oor, "events", c.oor);
 	c.oor = NULL;
+
+	if (cJSON_IsArray(profiler)) {
+		out = cJSON_CreateObject();
+		cJSON_AddItemToObject(out, "traceEvents", profiler);
+	} else {
+		out = profiler;
+	}
+	md = cJSON_GetObjectItemCaseSensitive(out, "metadata");
+	if (!md)
+		md = cJSON_AddObjectToObject(out, "metadata");
+	cJSON_AddItemToObject(md, "commtrace_devprof", dp);
+	move_items(cJSON_GetObjectItemCaseSensitive(out, "traceEvents"), events);
+	cJSON_Delete(events);
 	free(lane);
 	free(c.inv);
 	free(c.cands);
 	return out;
 fail:
 	cJSON_Delete(c.oor);
-	cJSON_Delete(out);
+	cJSON_Delete(events);
+	cJSON_Delete(dp);
 	free(lane);
 	free(c.inv);
 	free(c.cands);

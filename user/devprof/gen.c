@@ -19,8 +19,8 @@ static uint64_t gen_clock(void)
 
 const char *const devprof_scenarios[] = {"basic", "overflow", "nometa", "multi", NULL};
 const char *const devprof_corruptions[] = {
-	"none", "magic", "version", "truncate", "count", "end-before-start", "freq-zero",
-	"freq-absurd", "kind", NULL,
+    "none",	 "magic",	"version", "truncate", "count", "end-before-start",
+    "freq-zero", "freq-absurd", "kind",	   NULL,
 };
 
 struct scenario {
@@ -39,17 +39,17 @@ static const uint32_t multi_tasks[] = {2, 1, 2};
 
 /* desc 3 has no stage name and owner 2 no label: fallbacks even with metadata. */
 static const char basic_meta[] =
-	"{\"kernel\":\"demo_megakernel\",\"stage_names\":{\"0\":\"attn_qkv\",\"1\":\"attn_out\","
-	"\"2\":\"mlp_up\"},\"owner_labels\":[\"layer0\",\"layer1\"]}";
+    "{\"kernel\":\"demo_megakernel\",\"stage_names\":{\"0\":\"attn_qkv\",\"1\":\"attn_out\","
+    "\"2\":\"mlp_up\"},\"owner_labels\":[\"layer0\",\"layer1\"]}";
 static const char multi_meta[] =
-	"{\"kernel\":\"megakernel\",\"stage_names\":[\"attn\",\"mlp\",\"norm\",\"allreduce\"],"
-	"\"owner_labels\":{\"0\":\"layer0\",\"1\":\"layer1\",\"2\":\"layer2\"}}";
+    "{\"kernel\":\"megakernel\",\"stage_names\":[\"attn\",\"mlp\",\"norm\",\"allreduce\"],"
+    "\"owner_labels\":{\"0\":\"layer0\",\"1\":\"layer1\",\"2\":\"layer2\"}}";
 
 static const struct scenario scenarios[] = {
-	{"basic", 2, 3, basic_tasks, 0, basic_meta, 1},
-	{"overflow", 1, 1, overflow_tasks, 16, basic_meta, 1},
-	{"nometa", 2, 2, nometa_tasks, 0, NULL, 1},
-	{"multi", 1, 2, multi_tasks, 0, multi_meta, 3},
+    {"basic", 2, 3, basic_tasks, 0, basic_meta, 1},
+    {"overflow", 1, 1, overflow_tasks, 16, basic_meta, 1},
+    {"nometa", 2, 2, nometa_tasks, 0, NULL, 1},
+    {"multi", 1, 2, multi_tasks, 0, multi_meta, 3},
 };
 
 #define GEN_BASE_CYCLE 5000000000000ull /* a device that has been up for ~83 minutes */
@@ -182,7 +182,8 @@ int devprof_gen(const char *scenario, enum devprof_corrupt corrupt, uint8_t **ou
 			sc = &scenarios[i];
 	if (!sc)
 		return devprof_errf(err, DEVPROF_E_USAGE,
-				    "unknown scenario '%s' (basic, overflow, nometa, multi)", scenario);
+				    "unknown scenario '%s' (basic, overflow, nometa, multi)",
+				    scenario);
 	for (i = 0; i < sc->invocations; i++) {
 		rc = gen_invocation(sc, (uint32_t)i, &buf, &n, err);
 		if (rc) {

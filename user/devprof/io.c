@@ -40,8 +40,9 @@ int devprof_read_file(const char *path, uint64_t max, uint8_t **out, size_t *len
 	}
 	if ((uint64_t)st.st_size > max) {
 		close(fd);
-		return devprof_errf(err, DEVPROF_E_IO, "%s is %lld bytes, more than the %llu allowed",
-				    path, (long long)st.st_size, (unsigned long long)max);
+		return devprof_errf(err, DEVPROF_E_IO,
+				    "%s is %lld bytes, more than the %llu allowed", path,
+				    (long long)st.st_size, (unsigned long long)max);
 	}
 	/* One spare byte keeps a NUL after text, which cJSON's length-bounded parse ignores. */
 	buf = malloc((size_t)st.st_size + 1);
@@ -86,8 +87,9 @@ int devprof_write_file(const char *path, const void *data, size_t len, struct de
 		return devprof_errf(err, DEVPROF_E_IO, "output path too long: %s", path);
 	fd = mkstemp(tmp);
 	if (fd < 0)
-		return devprof_errf(err, DEVPROF_E_IO, "cannot create a temporary file next to %s: %s",
-				    path, strerror(errno));
+		return devprof_errf(err, DEVPROF_E_IO,
+				    "cannot create a temporary file next to %s: %s", path,
+				    strerror(errno));
 	while (off < len) {
 		ssize_t n = write(fd, (const char *)data + off, len - off);
 
@@ -105,15 +107,14 @@ int devprof_write_file(const char *path, const void *data, size_t len, struct de
 	if (rename(tmp, path) < 0)
 		goto fail;
 	return 0;
-fail:
-	{
-		int e = errno ? errno : EIO;
+fail : {
+	int e = errno ? errno : EIO;
 
-		if (fd >= 0)
-			close(fd);
-		unlink(tmp);
-		return devprof_errf(err, DEVPROF_E_IO, "cannot write %s: %s", path, strerror(e));
-	}
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	return devprof_errf(err, DEVPROF_E_IO, "cannot write %s: %s", path, strerror(e));
+}
 }
 
 cJSON *devprof_parse_json(const uint8_t *data, size_t len, int code, const char *what,

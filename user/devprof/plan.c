@@ -6,9 +6,8 @@
  */
 #include "devprof/devprof.h"
 
-int devprof_plan(const uint32_t *aic_tasks, uint32_t naic, const uint32_t *aiv_tasks,
-		 uint32_t naiv, uint32_t records_per_task, struct devprof_plan *p,
-		 struct devprof_err *err)
+int devprof_plan(const uint32_t *aic_tasks, uint32_t naic, const uint32_t *aiv_tasks, uint32_t naiv,
+		 uint32_t records_per_task, struct devprof_plan *p, struct devprof_err *err)
 {
 	uint32_t i;
 

@@ -1,0 +1,35 @@
+# SPDX-License-Identifier: MIT
+# Fuzzing the device-profile decoder and the fusion input parser with libFuzzer.
+#   make fuzz-devprof        build build/fuzz/fuzz_devprof_{decode,fuse}
+#   make fuzz-devprof-run    run each for FUZZ_TIME seconds (default 30) from the goldens
+FUZZ_CC    ?= clang
+FUZZ_TIME  ?= 30
+FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+	      -std=gnu11 -Iinclude -Iuser $(CJSON_CFLAGS)
+DEVPROF_SRCS := $(wildcard user/devprof/*.c)
+DEVPROF_HDRS := $(wildcard user/devprof/*.h) include/commtrace/devprof.h
+DEVPROF_FUZZ := $(OUTPUT)/fuzz/fuzz_devprof_decode $(OUTPUT)/fuzz/fuzz_devprof_fuse
+
+.PHONY: fuzz-devprof fuzz-devprof-run
+fuzz-devprof: $(DEVPROF_FUZZ)
+
+$(OUTPUT)/fuzz/fuzz_devprof_%: tests/fuzz/fuzz_devprof_%.c $(DEVPROF_SRCS) $(DEVPROF_HDRS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_FLAGS) $< $(DEVPROF_SRCS) -lcjson -lm -o $@
+
+# Seeds: every golden buffer for the decoder; the profiler traces alone and a decoded
+# device trace joined to one by a NUL for the fusion parser. A crash leaves its input
+# in build/fuzz/ and fails the target.
+fuzz-devprof-run: $(DEVPROF_FUZZ)
+	@mkdir -p $(OUTPUT)/fuzz/corpus-decode $(OUTPUT)/fuzz/corpus-fuse
+	cp tests/golden/devprof/*.bin $(OUTPUT)/fuzz/corpus-decode/
+	cp tests/golden/devprof/kineto_gpu.json tests/golden/devprof/torch113_cpu.json \
+		$(OUTPUT)/fuzz/corpus-fuse/
+	{ cat tests/golden/devprof/multi.json; printf '\0'; \
+	  cat tests/golden/devprof/kineto_gpu.json; } > $(OUTPUT)/fuzz/corpus-fuse/multi+kineto
+	$(OUTPUT)/fuzz/fuzz_devprof_decode -max_total_time=$(FUZZ_TIME) -max_len=16384 \
+		-rss_limit_mb=2048 -artifact_prefix=$(OUTPUT)/fuzz/ -print_final_stats=1 \
+		$(OUTPUT)/fuzz/corpus-decode
+	$(OUTPUT)/fuzz/fuzz_devprof_fuse -max_total_time=$(FUZZ_TIME) -max_len=65536 \
+		-rss_limit_mb=2048 -artifact_prefix=$(OUTPUT)/fuzz/ -print_final_stats=1 \
+		$(OUTPUT)/fuzz/corpus-fuse
