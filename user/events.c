@@ -41,9 +41,12 @@ const char *ct_dtype_name(const struct ct_proc *p, const struct ct_libdesc *d, u
 	li = proc_lib(p, d);
 	if (!li)
 		return NULL;
-	for (size_t i = 0; i < d->n_dtype_objects; i++)
-		if (li->dtype_addr[i] == raw)
+	for (size_t i = 0; i < d->n_dtype_objects; i++) {
+		/* the library's object, or the executable's copy of it */
+		if (li->dtype_addr[i] == raw ||
+		    li->dtype_addr[d->n_dtype_objects + d->n_op_objects + i] == raw)
 			return d->dtype_objects[i].name;
+	}
 	return "derived"; /* a user-defined datatype: its size is still exact */
 }
 
@@ -73,8 +76,8 @@ static void on_call(struct ct_session *s, const struct ct_call_event *ev)
 	st->bytes_sent += ct_bytes(d, &fn->sent, ev->val);
 	st->bytes_recv += ct_bytes(d, &fn->recv, ev->val);
 	if (fn->sent.on || fn->recv.on)
-		ct_fstats_dtype(st, ct_dtype_name(p, d, ev->val[fn->sent.on ? CT_V_DTYPE
-										 : CT_V_RDTYPE]));
+		ct_fstats_dtype(st, ct_dtype_name(p, d, ev->val[CT_V_DTYPE] ? ev->val[CT_V_DTYPE]
+									   : ev->val[CT_V_RDTYPE]));
 	if (!ct_proc_thread_name(p, ev->hdr.tid)) {
 		char name[CT_TASK_COMM_LEN + 1];
 

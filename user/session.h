@@ -46,6 +46,7 @@ struct ct_file {
 	struct ct_sym_found *dtypes; /* desc->n_dtype_objects */
 	struct ct_sym_found *ops;    /* desc->n_op_objects */
 	int n_found;
+	uint64_t base_vaddr; /* ct_elf_base_vaddr() */
 	/* Launch mode: probes on the file for every process, filtered in BPF by the traced set. */
 	struct bpf_link **links;
 	size_t n_links, cap_links;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <bpf/libbpf.h>
 #include "session.h"
 #include "target/proc.h"
@@ -147,6 +148,7 @@ struct ct_file *ct_file_get(struct ct_session *s, const char *path, const struct
 	}
 	memcpy(f->dtypes, found + nf, nd * sizeof(*found));
 	memcpy(f->ops, found + nf + nd, no * sizeof(*found));
+	f->base_vaddr = ct_elf_base_vaddr(e);
 	f->dev = st.st_dev;
 	f->ino = st.st_ino;
 	f->desc = d;
@@ -190,17 +192,81 @@ static int collect(const struct ct_map *m, void *ctx)
 	return 0;
 }
 
-/* Runtime address of a file offset of this mapping's file, or 0. */
-static uint64_t runtime_addr(const struct scan *sc, const char *path, uint64_t off)
+/* Runtime address of a symbol of this mapping's file (base_vaddr: ct_elf_base_vaddr), or 0. */
+static uint64_t runtime_addr(const struct scan *sc, const char *path, uint64_t base_vaddr,
+			     uint64_t vaddr)
 {
 	for (int i = 0; i < sc->n; i++) {
 		const struct ct_map *m = &sc->maps[i];
 
-		if (strcmp(m->path, path) == 0 && off >= m->offset &&
-		    off < m->offset + (m->end - m->start))
-			return m->start + (off - m->offset);
+		if (m->offset == 0 && strcmp(m->path, path) == 0)
+			return m->start - base_vaddr + vaddr;
 	}
 	return 0;
+}
+
+struct exe_scan {
+	char path[PATH_MAX];
+	struct scan sc;
+};
+
+static int collect_exe(const struct ct_map *m, void *ctx)
+{
+	struct exe_scan *x = ctx;
+
+	if (strcmp(m->path, x->path) != 0)
+		return 0;
+	if (x->sc.n == x->sc.cap) {
+		int cap = x->sc.cap ? x->sc.cap * 2 : 8;
+		struct ct_map *n = realloc(x->sc.maps, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		x->sc.maps = n;
+		x->sc.cap = cap;
+	}
+	x->sc.maps[x->sc.n++] = *m;
+	return 0;
+}
+
+/*
+ * A non-PIC executable that names a library's data object (MPI_DOUBLE is
+ * &ompi_mpi_double) gets a copy relocation: the object then lives in the
+ * executable, and that copy's address is the handle the calls pass.
+ */
+static void exe_copies(struct ct_proc *p, const struct ct_libdesc *d, uint64_t *out)
+{
+	size_t nd = d->n_dtype_objects, no = d->n_op_objects;
+	struct ct_sym_want *wants = calloc(nd + no, sizeof(*wants));
+	struct ct_sym_found *found = calloc(nd + no, sizeof(*found));
+	struct exe_scan x = {{0}};
+	char exe[64], err[256];
+	struct ct_elf *e = NULL;
+	ssize_t n;
+
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", p->pid);
+	n = readlink(exe, x.path, sizeof(x.path) - 1);
+	if (!wants || !found || n <= 0)
+		goto out;
+	x.path[n] = 0;
+	e = ct_elf_open(exe, err, sizeof(err));
+	if (!e)
+		goto out;
+	for (size_t i = 0; i < nd; i++)
+		wants[i] = (struct ct_sym_want){.name = d->dtype_objects[i].symbol, .object = true};
+	for (size_t i = 0; i < no; i++)
+		wants[nd + i] = (struct ct_sym_want){.name = d->op_objects[i].symbol, .object = true};
+	if (ct_elf_resolve(e, wants, nd + no, found) <= 0 ||
+	    ct_maps_foreach(p->pid, collect_exe, &x) < 0)
+		goto out;
+	for (size_t i = 0; i < nd + no; i++)
+		if (found[i].found)
+			out[i] = runtime_addr(&x.sc, x.path, ct_elf_base_vaddr(e), found[i].addr);
+out:
+	ct_elf_close(e);
+	free(x.sc.maps);
+	free(wants);
+	free(found);
 }
 
 static bool already(const struct ct_proc *p, const char *path)
@@ -228,16 +294,19 @@ static int attach_lib(struct ct_session *s, struct ct_proc *p, const struct scan
 	memset(li, 0, sizeof(*li));
 	li->file = f;
 	snprintf(li->path, sizeof(li->path), "%s", m->path);
-	li->dtype_addr = calloc(d->n_dtype_objects + d->n_op_objects + 1, sizeof(uint64_t));
+	/* [library dtypes][library ops][executable dtypes][executable ops] */
+	li->dtype_addr = calloc(2 * (d->n_dtype_objects + d->n_op_objects) + 1, sizeof(uint64_t));
 	if (!li->dtype_addr)
 		return -ENOMEM;
 	li->op_addr = li->dtype_addr + d->n_dtype_objects;
 	for (size_t i = 0; i < d->n_dtype_objects; i++)
 		if (f->dtypes[i].found)
-			li->dtype_addr[i] = runtime_addr(sc, m->path, f->dtypes[i].file_off);
+			li->dtype_addr[i] = runtime_addr(sc, m->path, f->base_vaddr, f->dtypes[i].addr);
 	for (size_t i = 0; i < d->n_op_objects; i++)
 		if (f->ops[i].found)
-			li->op_addr[i] = runtime_addr(sc, m->path, f->ops[i].file_off);
+			li->op_addr[i] = runtime_addr(sc, m->path, f->base_vaddr, f->ops[i].addr);
+	if (d->n_dtype_objects || d->n_op_objects)
+		exe_copies(p, d, li->dtype_addr + d->n_dtype_objects + d->n_op_objects);
 	p->n_libs++;
 
 	/*

@@ -239,6 +239,16 @@ void ct_elf_close(struct ct_elf *e)
 	free(e);
 }
 
+uint64_t ct_elf_base_vaddr(const struct ct_elf *e)
+{
+	uint64_t lo = UINT64_MAX;
+
+	for (size_t i = 0; i < e->phnum; i++)
+		if (e->phdrs[i].p_type == PT_LOAD && e->phdrs[i].p_vaddr - e->phdrs[i].p_offset < lo)
+			lo = e->phdrs[i].p_vaddr - e->phdrs[i].p_offset;
+	return lo == UINT64_MAX ? 0 : lo;
+}
+
 uint64_t ct_elf_entry(const struct ct_elf *e)
 {
 	return e->ehdr.e_entry;

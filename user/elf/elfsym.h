@@ -42,6 +42,13 @@ int ct_elf_vaddr_to_off(struct ct_elf *e, uint64_t vaddr, uint64_t *off);
 /* Copy len bytes of the file image at a virtual address (e.g. a function's first bytes). */
 int ct_elf_read_vaddr(struct ct_elf *e, uint64_t vaddr, void *buf, size_t len);
 
+/*
+ * The virtual address that file offset 0 has (0 for shared objects and PIEs,
+ * 0x400000 for a classic executable): runtime = mapping start of offset 0
+ * - this + st_value, also for .bss objects that no file offset covers.
+ */
+uint64_t ct_elf_base_vaddr(const struct ct_elf *e);
+
 /* The entry point (e_entry), a virtual address. */
 uint64_t ct_elf_entry(const struct ct_elf *e);
 
