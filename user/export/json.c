@@ -18,6 +18,17 @@ static cJSON *num(double v)
 	return cJSON_CreateNumber(v);
 }
 
+/* Integers past 2^53 (wall-clock ns) would lose digits as doubles: written raw. */
+static cJSON *u64(uint64_t v)
+{
+	char buf[24];
+
+	if (v <= (1ULL << 53))
+		return num((double)v);
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
+	return cJSON_CreateRaw(buf);
+}
+
 static void add_count(cJSON *counts, const char *name, uint64_t n)
 {
 	cJSON *c = cJSON_GetObjectItemCaseSensitive(counts, name);
@@ -32,11 +43,11 @@ static cJSON *time_obj(const struct ct_hist *h)
 {
 	cJSON *t = cJSON_CreateObject();
 
-	cJSON_AddItemToObject(t, "min", num((double)h->min));
-	cJSON_AddItemToObject(t, "p50", num((double)ct_hist_quantile(h, 0.5)));
-	cJSON_AddItemToObject(t, "p99", num((double)ct_hist_quantile(h, 0.99)));
-	cJSON_AddItemToObject(t, "max", num((double)h->max));
-	cJSON_AddItemToObject(t, "total", num((double)h->total));
+	cJSON_AddItemToObject(t, "min", u64(h->min));
+	cJSON_AddItemToObject(t, "p50", u64(ct_hist_quantile(h, 0.5)));
+	cJSON_AddItemToObject(t, "p99", u64(ct_hist_quantile(h, 0.99)));
+	cJSON_AddItemToObject(t, "max", u64(h->max));
+	cJSON_AddItemToObject(t, "total", u64(h->total));
 	return t;
 }
 
@@ -50,8 +61,11 @@ static cJSON *proc_obj(struct ct_proc *p, cJSON *all_counts, uint64_t *total)
 	cJSON_AddItemToObject(o, "world_size", p->world >= 0 ? num(p->world) : cJSON_CreateNull());
 	cJSON_AddStringToObject(o, "comm", p->comm);
 	cJSON_AddBoolToObject(o, "exited", p->exited);
-	if (p->exited)
-		cJSON_AddItemToObject(o, "exit_code", num(p->exit_code));
+	/* task->exit_code is a wait status: the low 7 bits a signal, else the code above. */
+	if (p->exited && (p->exit_code & 0x7f))
+		cJSON_AddItemToObject(o, "exit_signal", num(p->exit_code & 0x7f));
+	else if (p->exited)
+		cJSON_AddItemToObject(o, "exit_code", num((p->exit_code >> 8) & 0xff));
 	for (uint32_t id = 0; id < ct_catalog_size(); id++) {
 		const struct ct_fstats *st = p->stats[id];
 		const struct ct_libdesc *d;
@@ -122,9 +136,9 @@ int ct_export_json(struct ct_session *s, const char *path)
 	cJSON_AddItemToObject(root, "drops", drops);
 	clock = cJSON_CreateObject();
 	cJSON_AddStringToObject(clock, "source", "CLOCK_MONOTONIC");
-	cJSON_AddItemToObject(clock, "mono_to_wall_ns", num((double)s->mono_to_wall_ns));
-	cJSON_AddItemToObject(clock, "start_ns", num((double)s->start_ns));
-	cJSON_AddItemToObject(clock, "end_ns", num((double)s->end_ns));
+	cJSON_AddItemToObject(clock, "mono_to_wall_ns", u64(s->mono_to_wall_ns));
+	cJSON_AddItemToObject(clock, "start_ns", u64(s->start_ns));
+	cJSON_AddItemToObject(clock, "end_ns", u64(s->end_ns));
 	cJSON_AddItemToObject(root, "clock", clock);
 	cJSON_AddItemToObject(root, "events", num((double)s->events));
 	cJSON_AddItemToObject(root, "processes", procs);
