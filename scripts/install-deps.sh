@@ -8,7 +8,9 @@ set -euo pipefail
 
 pkgs=(
 	# build
-	make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libcjson-dev pkg-config
+	make gcc g++ clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libcjson-dev pkg-config
+	# fuzzing (libFuzzer runtime) and the Gloo headers the offsets are generated from
+	libclang-rt-14-dev libgloo-dev
 	libstdc++-12-dev
 	# lint
 	clang-format clang-tidy cppcheck

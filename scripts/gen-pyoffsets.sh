@@ -1,0 +1,364 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Generate include/commtrace/pyoffsets.h: one struct ct_py_offsets per CPython minor version,
+# measured with offsetof()/sizeof() against each interpreter's OWN headers (the internal
+# ones too, through Py_BUILD_CORE), never typed by hand. Run by hand when an interpreter is
+# added; the build only uses the committed header.
+#
+#   scripts/gen-pyoffsets.sh [OUT]        (default: include/commtrace/pyoffsets.h)
+#
+# Interpreters: pyenv 3.10.13 3.11.7 3.12.1 3.13.0 and Debian's /usr/bin/python3.11
+# (python3.11-dev). Both 3.11 builds are measured; when every field agrees one table is
+# emitted. When a second build of a minor version differs, its table is kept as
+# ct_py_offsets_3_N_<label> and the script warns loudly: the lookup keys on major.minor
+# only (all the BPF side knows), so such a build needs the caller to pick by path.
+#
+# Per-version layout differences the probe program below encodes (CPython history):
+#  3.10  Frames are heap PyFrameObjects: tstate->frame, f_back, f_code and f_lasti, an
+#        INSTRUCTION INDEX (int; the byte offset is 2*f_lasti). No _PyInterpreterFrame,
+#        no co_qualname (use co_name), no co_code_adaptive (bytecode in the co_code bytes
+#        object), no PyThreadState.native_thread_id (added in 3.11: bpo-45281 era), the
+#        thread list is PyInterpreterState.tstate_head. co_linetable has 3.10's own
+#        (start delta, line delta) byte-pair format (PEP 626).
+#  3.11  _PyInterpreterFrame lives in the thread's data stack (bpo-44590); reached through
+#        tstate->cframe->current_frame. prev_instr points at the last executed code unit.
+#        co_linetable becomes the PEP 657 location table; co_qualname and the
+#        co_code_adaptive bytecode array appear; the thread list moves to
+#        interp->threads.head. Frames have an owner, but no C-stack shim frames yet.
+#  3.12  f_code moves to the head of _PyInterpreterFrame; shim frames owned by
+#        FRAME_OWNED_BY_CSTACK (gh-100126) must be skipped by walkers. PyASCIIObject
+#        loses wstr (PEP 623), so compact string data moves 8 bytes down.
+#  3.13  _PyCFrame is gone (gh-106790): tstate->current_frame. f_code becomes f_executable
+#        (a PyObject: a code object, or None for shims) and prev_instr becomes instr_ptr (the
+#        instruction being executed; a suspended generator's points past its YIELD_VALUE).
+#        _PyRuntime starts with _Py_DebugOffsets (cookie "xdebugpy", gh-107944), whose own
+#        layout is emitted too (ct_py_debug_layout_3_13) so user space can read it.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+OUT=${1:-include/commtrace/pyoffsets.h}
+CC=${CC:-cc}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+PYENV=${PYENV_ROOT:-/root/.pyenv}/versions
+# "label config-script" pairs; the label names the build in comments and diagnostics.
+INTERPS=(
+	"pyenv-3.10.13 $PYENV/3.10.13/bin/python3.10-config"
+	"pyenv-3.11.7 $PYENV/3.11.7/bin/python3.11-config"
+	"debian-3.11 /usr/bin/python3.11-config"
+	"pyenv-3.12.1 $PYENV/3.12.1/bin/python3.12-config"
+	"pyenv-3.13.0 $PYENV/3.13.0/bin/python3.13-config"
+)
+
+cat >"$TMP/probe.c" <<'PROBE'
+/* Prints the initializer of a struct ct_py_offsets for the interpreter whose headers it
+ * is compiled against. */
+#define Py_BUILD_CORE 1
+#include <Python.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <frameobject.h>
+#include "internal/pycore_runtime.h"
+#include "internal/pycore_interp.h"
+#if PY_VERSION_HEX >= 0x030b0000
+#include "internal/pycore_frame.h"
+#include "internal/pycore_code.h"
+#endif
+
+#define NONE 0xffff
+#define F(name, val) printf("\t.%s = %lu,\n", name, (unsigned long)(val))
+#define N(name) printf("\t.%s = CT_PY_NONE,\n", name)
+#define MEMBER_SIZE(type, m) sizeof(((type *)0)->m)
+
+/* Bit positions inside PyASCIIObject.state, found by setting each bit field in a zeroed
+ * object: the symbolizer decodes kind/compact/ascii with them. */
+static unsigned long state_shift(int which)
+{
+	PyASCIIObject o;
+	unsigned int w;
+
+	memset(&o, 0, sizeof(o));
+	switch (which) {
+	case 0: o.state.kind = 1; break;
+	case 1: o.state.compact = 1; break;
+	default: o.state.ascii = 1; break;
+	}
+	memcpy(&w, &o.state, sizeof(w));
+	return (unsigned long)__builtin_ctz(w);
+}
+
+int main(void)
+{
+	printf("\t.major = %d,\n\t.minor = %d,\n", PY_MAJOR_VERSION, PY_MINOR_VERSION);
+	F("runtime_interp_head", offsetof(_PyRuntimeState, interpreters.head));
+#if PY_VERSION_HEX >= 0x030b0000
+	F("interp_threads_head", offsetof(PyInterpreterState, threads.head));
+#else
+	F("interp_threads_head", offsetof(PyInterpreterState, tstate_head));
+#endif
+	F("tstate_next", offsetof(PyThreadState, next));
+#if PY_VERSION_HEX >= 0x030b0000
+	_Static_assert(MEMBER_SIZE(PyThreadState, native_thread_id) == 8, "unsigned long");
+	F("tstate_native_tid", offsetof(PyThreadState, native_thread_id));
+#else
+	N("tstate_native_tid");
+#endif
+#if PY_VERSION_HEX >= 0x030d0000
+	F("tstate_frame", offsetof(PyThreadState, current_frame));
+	N("cframe_current_frame");
+#elif PY_VERSION_HEX >= 0x030b0000
+	F("tstate_frame", offsetof(PyThreadState, cframe));
+	F("cframe_current_frame", offsetof(_PyCFrame, current_frame));
+#else
+	F("tstate_frame", offsetof(PyThreadState, frame));
+	N("cframe_current_frame");
+#endif
+#if PY_VERSION_HEX >= 0x030d0000
+	F("frame_code", offsetof(_PyInterpreterFrame, f_executable));
+	F("frame_previous", offsetof(_PyInterpreterFrame, previous));
+	F("frame_instr", offsetof(_PyInterpreterFrame, instr_ptr));
+#elif PY_VERSION_HEX >= 0x030b0000
+	F("frame_code", offsetof(_PyInterpreterFrame, f_code));
+	F("frame_previous", offsetof(_PyInterpreterFrame, previous));
+	F("frame_instr", offsetof(_PyInterpreterFrame, prev_instr));
+#else
+	F("frame_code", offsetof(PyFrameObject, f_code));
+	F("frame_previous", offsetof(PyFrameObject, f_back));
+	_Static_assert(MEMBER_SIZE(PyFrameObject, f_lasti) == 4, "int f_lasti");
+	F("frame_instr", offsetof(PyFrameObject, f_lasti));
+#endif
+#if PY_VERSION_HEX >= 0x030b0000
+	F("frame_owner", offsetof(_PyInterpreterFrame, owner));
+	F("frame_localsplus", offsetof(_PyInterpreterFrame, localsplus));
+#else
+	N("frame_owner");
+	F("frame_localsplus", offsetof(PyFrameObject, f_localsplus));
+#endif
+#if PY_VERSION_HEX >= 0x030c0000
+	F("owner_cstack", FRAME_OWNED_BY_CSTACK);
+#else
+	printf("\t.owner_cstack = 0xff,\n");
+#endif
+	F("instr_is_index", PY_VERSION_HEX < 0x030b0000);
+
+	F("code_filename", offsetof(PyCodeObject, co_filename));
+	F("code_name", offsetof(PyCodeObject, co_name));
+#if PY_VERSION_HEX >= 0x030b0000
+	F("code_qualname", offsetof(PyCodeObject, co_qualname));
+#else
+	N("code_qualname");
+#endif
+	F("code_linetable", offsetof(PyCodeObject, co_linetable));
+	_Static_assert(MEMBER_SIZE(PyCodeObject, co_firstlineno) == 4, "int co_firstlineno");
+	F("code_firstlineno", offsetof(PyCodeObject, co_firstlineno));
+#if PY_VERSION_HEX >= 0x030b0000
+	F("code_adaptive", offsetof(PyCodeObject, co_code_adaptive));
+	N("code_code");
+#else
+	N("code_adaptive");
+	F("code_code", offsetof(PyCodeObject, co_code));
+#endif
+	F("bytes_data", offsetof(PyBytesObject, ob_sval));
+	F("bytes_size", offsetof(PyBytesObject, ob_base.ob_size));
+	F("unicode_state", offsetof(PyASCIIObject, state));
+	F("unicode_length", offsetof(PyASCIIObject, length));
+	F("unicode_ascii_data", sizeof(PyASCIIObject));
+	F("unicode_compact_data", sizeof(PyCompactUnicodeObject));
+	F("type_name", offsetof(PyTypeObject, tp_name));
+	F("object_type", offsetof(PyObject, ob_type));
+	/* Not a struct field: checked equal across versions by the script. */
+	printf("#state %lu %lu %lu\n", state_shift(0), state_shift(1), state_shift(2));
+#if PY_VERSION_HEX >= 0x030d0000
+#define D(name, m) printf("#debug\t.%s = %lu,\n", name, (unsigned long)offsetof(_Py_DebugOffsets, m))
+	_Static_assert(offsetof(_PyRuntimeState, debug_offsets) == 0, "debug offsets first");
+	printf("#debug\t.major = %d,\n#debug\t.minor = %d,\n", PY_MAJOR_VERSION, PY_MINOR_VERSION);
+	printf("#debug\t.size = %lu,\n", (unsigned long)sizeof(_Py_DebugOffsets));
+	D("version", version);
+	D("free_threaded", free_threaded);
+	D("runtime_size", runtime_state.size);
+	D("runtime_interp_head", runtime_state.interpreters_head);
+	D("interp_size", interpreter_state.size);
+	D("interp_threads_head", interpreter_state.threads_head);
+	D("tstate_size", thread_state.size);
+	D("tstate_next", thread_state.next);
+	D("tstate_native_tid", thread_state.native_thread_id);
+	D("tstate_frame", thread_state.current_frame);
+	D("frame_size", interpreter_frame.size);
+	D("frame_previous", interpreter_frame.previous);
+	D("frame_code", interpreter_frame.executable);
+	D("frame_instr", interpreter_frame.instr_ptr);
+	D("frame_localsplus", interpreter_frame.localsplus);
+	D("frame_owner", interpreter_frame.owner);
+	D("code_size", code_object.size);
+	D("code_filename", code_object.filename);
+	D("code_name", code_object.name);
+	D("code_qualname", code_object.qualname);
+	D("code_linetable", code_object.linetable);
+	D("code_firstlineno", code_object.firstlineno);
+	D("code_adaptive", code_object.co_code_adaptive);
+	D("object_size", pyobject.size);
+	D("object_type", pyobject.ob_type);
+	D("type_size", type_object.size);
+	D("type_name", type_object.tp_name);
+	D("bytes_obj_size", bytes_object.size);
+	D("bytes_size", bytes_object.ob_size);
+	D("bytes_data", bytes_object.ob_sval);
+	D("unicode_size", unicode_object.size);
+	D("unicode_state", unicode_object.state);
+	D("unicode_length", unicode_object.length);
+	D("unicode_ascii_data", unicode_object.asciiobject_size);
+#endif
+	return 0;
+}
+PROBE
+
+declare -A BODY STATE DEBUG LABEL EXTRA_BODY
+EXTRA=()
+for entry in "${INTERPS[@]}"; do
+	read -r label cfg <<<"$entry"
+	if [[ ! -x $cfg ]]; then
+		echo "gen-pyoffsets: $label: $cfg not found, skipped" >&2
+		continue
+	fi
+	incs=$("$cfg" --includes)
+	inc1=${incs%% *}
+	# The internal headers include each other by bare name ("pycore_xxx.h").
+	# shellcheck disable=SC2086
+	$CC -std=gnu11 -w $incs -I"${inc1#-I}/internal" "$TMP/probe.c" -o "$TMP/probe-$label"
+	"$TMP/probe-$label" >"$TMP/out-$label"
+	body=$(grep -v '^#' "$TMP/out-$label")
+	minor=$(sed -n 's/^\t\.minor = \([0-9]*\),$/\1/p' "$TMP/out-$label")
+	state=$(sed -n 's/^#state //p' "$TMP/out-$label")
+	debug=$(sed -n 's/^#debug//p' "$TMP/out-$label")
+	if [[ -n ${BODY[$minor]:-} ]]; then
+		if [[ ${BODY[$minor]} != "$body" ]]; then
+			echo "gen-pyoffsets: WARNING: LAYOUT DIFFERS between ${LABEL[$minor]} and $label:" >&2
+			diff <(echo "${BODY[$minor]}") <(echo "$body") >&2 || true
+			EXTRA+=("$minor ${label//[-.]/_} $label")
+			EXTRA_BODY["$label"]=$body
+			continue
+		fi
+		LABEL[$minor]+=", $label"
+		continue
+	fi
+	BODY[$minor]=$body
+	STATE[$minor]=$state
+	DEBUG[$minor]=$debug
+	LABEL[$minor]=$label
+done
+
+minors=$(printf '%s\n' "${!BODY[@]}" | sort -n)
+first_state=
+for m in $minors; do
+	if [[ -z $first_state ]]; then
+		first_state=${STATE[$m]}
+	elif [[ ${STATE[$m]} != "$first_state" ]]; then
+		echo "gen-pyoffsets: PyASCIIObject.state bit layout differs in 3.$m" >&2
+		exit 1
+	fi
+done
+read -r kind_shift compact_bit ascii_bit <<<"$first_state"
+
+{
+	cat <<HDR
+/* SPDX-License-Identifier: MIT */
+/*
+ * GENERATED by scripts/gen-pyoffsets.sh from each interpreter's own headers; do not edit.
+ * The script's header comment explains what moved between versions and why.
+ */
+#ifndef COMMTRACE_PYOFFSETS_H
+#define COMMTRACE_PYOFFSETS_H
+
+#include "commtrace/pyabi.h"
+
+/* PyASCIIObject.state bit fields, identical in every version below. */
+#define CT_PY_STATE_KIND_SHIFT	$kind_shift
+#define CT_PY_STATE_KIND_MASK	0x7
+#define CT_PY_STATE_COMPACT_BIT $compact_bit
+#define CT_PY_STATE_ASCII_BIT	$ascii_bit
+
+HDR
+	for m in $minors; do
+		echo "/* ${LABEL[$m]} */"
+		echo "static const struct ct_py_offsets ct_py_offsets_3_$m = {"
+		echo "${BODY[$m]}"
+		echo "};"
+		echo
+	done
+	for x in "${EXTRA[@]}"; do
+		read -r m ident label <<<"$x"
+		echo "/* $label: DIFFERS from ${LABEL[$m]}, not returned by ct_py_offsets_for() */"
+		echo "static const struct ct_py_offsets ct_py_offsets_3_${m}_$ident = {"
+		echo "${EXTRA_BODY[$label]}"
+		echo "};"
+		echo
+	done
+	cat <<'HDR'
+/*
+ * Where the fields that out-of-process tools need sit inside _Py_DebugOffsets, the table
+ * CPython 3.13+ places at the start of _PyRuntime. Its own layout changes between minor
+ * versions, so it is generated per version too; user space reads it, the BPF side does not.
+ */
+struct ct_py_debug_layout {
+	__u16 major, minor;
+	__u16 size; /* sizeof(_Py_DebugOffsets) */
+	__u16 version, free_threaded;
+	__u16 runtime_size, runtime_interp_head;
+	__u16 interp_size, interp_threads_head;
+	__u16 tstate_size, tstate_next, tstate_native_tid, tstate_frame;
+	__u16 frame_size, frame_previous, frame_code, frame_instr, frame_localsplus, frame_owner;
+	__u16 code_size, code_filename, code_name, code_qualname, code_linetable;
+	__u16 code_firstlineno, code_adaptive;
+	__u16 object_size, object_type, type_size, type_name;
+	__u16 bytes_obj_size, bytes_size, bytes_data;
+	__u16 unicode_size, unicode_state, unicode_length, unicode_ascii_data;
+};
+
+HDR
+	for m in $minors; do
+		[[ -n ${DEBUG[$m]} ]] || continue
+		echo "static const struct ct_py_debug_layout ct_py_debug_layout_3_$m = {"
+		echo "${DEBUG[$m]}"
+		echo "};"
+		echo
+	done
+	echo "/* The generated table of a CPython version, or NULL for one this build does not know. */"
+	echo "static inline const struct ct_py_offsets *ct_py_offsets_for(int major, int minor)"
+	echo "{"
+	echo "	if (major != 3)"
+	echo "		return 0;"
+	echo "	switch (minor) {"
+	for m in $minors; do
+		echo "	case $m:"
+		echo "		return &ct_py_offsets_3_$m;"
+	done
+	echo "	default:"
+	echo "		return 0;"
+	echo "	}"
+	echo "}"
+	echo
+	echo "/* The newest _Py_DebugOffsets layout known, tried for versions newer than the tables. */"
+	last=
+	for m in $minors; do [[ -n ${DEBUG[$m]} ]] && last=$m; done
+	echo "static inline const struct ct_py_debug_layout *ct_py_debug_layout_for(int major, int minor)"
+	echo "{"
+	echo "	if (major != 3)"
+	echo "		return 0;"
+	echo "	switch (minor) {"
+	for m in $minors; do
+		[[ -n ${DEBUG[$m]} ]] || continue
+		echo "	case $m:"
+		echo "		return &ct_py_debug_layout_3_$m;"
+	done
+	echo "	default:"
+	echo "		return minor > $last ? &ct_py_debug_layout_3_$last : 0;"
+	echo "	}"
+	echo "}"
+	echo
+	echo "#endif"
+} >"$TMP/pyoffsets.h"
+mv "$TMP/pyoffsets.h" "$OUT"
+echo "gen-pyoffsets: wrote $OUT (3.$(echo $minors | sed 's/ /, 3./g'))" >&2
