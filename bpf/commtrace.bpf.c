@@ -91,6 +91,7 @@ static __always_inline void count_drop(__u32 reason)
 }
 
 #include "args.bpf.h"
+#include "pystack.bpf.h"
 
 static __always_inline void fill_hdr(struct ct_hdr *h, __u8 type, __u32 probe_id, __u64 pid_tgid,
 				     __u32 depth, __u64 ts)
@@ -158,17 +159,26 @@ static __always_inline __u32 pop_stale(struct ct_thread *t, __u64 sp)
 	return depth;
 }
 
+/* Call records carry a Python stack of up to 3 KiB: built here, then copied to the ring. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ct_call_event);
+} callbuf SEC(".maps");
+
 SEC("uprobe")
 int ct_entry(struct pt_regs *ctx)
 {
-	__u32 probe_id = (__u32)bpf_get_attach_cookie(ctx);
+	__u32 probe_id = (__u32)bpf_get_attach_cookie(ctx), zero = 0, depth, n;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 ts = bpf_ktime_get_ns(), sp = PT_REGS_SP(ctx);
+	__u64 ts = bpf_ktime_get_ns(), sp = PT_REGS_SP(ctx), size;
 	const struct ct_probe_spec *spec;
 	struct ct_call_event *ev;
+	struct ct_vals *v;
 	struct ct_frame *f;
 	struct ct_thread *t;
-	__u32 depth;
+	bool emitted;
 
 	if (ct_filter && !is_traced(pid_tgid))
 		return 0;
@@ -179,42 +189,52 @@ int ct_entry(struct pt_regs *ctx)
 		return emit_dlopen(pid_tgid, probe_id);
 
 	t = thread_state((__u32)pid_tgid);
-	if (!t)
+	ev = bpf_map_lookup_elem(&callbuf, &zero);
+	if (!t || !ev)
 		return 0;
 	depth = pop_stale(t, sp);
 
-	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
-	if (ev) {
-		fill_hdr(&ev->hdr, CT_EV_CALL, probe_id, pid_tgid, depth, ts);
-		bpf_get_current_comm(ev->comm, sizeof(ev->comm));
-		__u32 zero = 0;
-		struct ct_vals *v;
-
-		decode_args(ctx, probe_id, pid_tgid >> 32);
-		v = bpf_map_lookup_elem(&decoded, &zero);
-		if (v)
-			__builtin_memcpy(ev->val, v->v, sizeof(ev->val));
-		else
-			__builtin_memset(ev->val, 0, sizeof(ev->val));
-	} else {
+	fill_hdr(&ev->hdr, CT_EV_CALL, probe_id, pid_tgid, depth, ts);
+	bpf_get_current_comm(ev->comm, sizeof(ev->comm));
+	decode_args(ctx, probe_id, pid_tgid >> 32);
+	v = bpf_map_lookup_elem(&decoded, &zero);
+	if (v)
+		__builtin_memcpy(ev->val, v->v, sizeof(ev->val));
+	else
+		__builtin_memset(ev->val, 0, sizeof(ev->val));
+	/* The stack of the outermost traced call says who asked; nested ones share it. */
+	if (depth == 0)
+		walk_python(pid_tgid >> 32, (__u32)pid_tgid, &ev->py);
+	else
+		ev->py.nframes = ev->py.flags = 0;
+	n = ev->py.nframes;
+	if (n > CT_PY_MAX_FRAMES)
+		n = CT_PY_MAX_FRAMES;
+	size = CT_CALL_EVENT_SIZE(n);
+	asm volatile("" : "+r"(size));
+	if (size > sizeof(*ev))
+		size = sizeof(*ev);
+	emitted = bpf_ringbuf_output(&events, ev, size, 0) == 0;
+	if (!emitted)
 		count_drop(CT_DROP_RINGBUF);
-	}
 
 	if (depth < CT_MAX_DEPTH) {
-		f = &t->frames[depth & (CT_MAX_DEPTH - 1)];
+		__u32 d = depth;
+
+		/* Hide the bound from clang, or it drops the mask the verifier needs. */
+		asm volatile("" : "+r"(d));
+		f = &t->frames[d & (CT_MAX_DEPTH - 1)];
 		f->ts = ts;
 		f->sp = sp;
 		f->probe_id = probe_id;
-		f->out_ptr = ev ? ev->val[CT_V_OUT] : 0;
-		f->size = ev ? (__u32)ev->val[CT_V_COMM_SIZE] : 0;
-		f->rank = ev ? (__u32)ev->val[CT_V_COMM_RANK] : 0;
-		f->emitted = ev != NULL;
+		f->out_ptr = ev->val[CT_V_OUT];
+		f->size = (__u32)ev->val[CT_V_COMM_SIZE];
+		f->rank = (__u32)ev->val[CT_V_COMM_RANK];
+		f->emitted = emitted;
 	} else {
 		count_drop(CT_DROP_DEPTH);
 	}
 	t->depth = depth + 1;
-	if (ev)
-		bpf_ringbuf_submit(ev, 0);
 	return 0;
 }
 

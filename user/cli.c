@@ -24,6 +24,9 @@ static const char usage_text[] =
 	"  -d, --duration SECONDS   stop after this long (default: until Ctrl-C or all exit)\n"
 	"  -i, --interval SECONDS   print a live summary on stderr this often\n"
 	"      --json FILE          write the report as JSON (schema: docs/json.md)\n"
+	"      --table FILE         write seed 000's tracing table per process ('-': stdout)\n"
+	"      --noise-level N      table detail: 0 collectives, 1 + ops, 2 + modules (default 0)\n"
+	"      --profile FILE       more framework rules (module/op/helper frames; docs/profiles.md)\n"
 	"      --dry-run            resolve and print the probes that would be attached\n"
 	"      --lib PATH           with --dry-run: resolve this library file\n"
 	"      --wait-libs          accept processes that map no known library yet\n"
@@ -42,6 +45,7 @@ static const char usage_text[] =
 	"  sudo commtrace-bpf -p 4242                     # trace a running rank until Ctrl-C\n"
 	"  sudo commtrace-bpf -p 4242,4243 -d 30 --json comm.json\n"
 	"  sudo commtrace-bpf -i 5 -- mpirun -np 4 ./train   # launch, follow every rank\n"
+	"  sudo commtrace-bpf -p 4242 --table - --noise-level 2   # who caused each collective\n"
 	"  sudo commtrace-bpf --dry-run -p 4242           # what would be probed\n"
 	"  commtrace-bpf --dry-run --lib /usr/lib/x86_64-linux-gnu/libnccl.so.2\n";
 
@@ -68,7 +72,8 @@ static int parse_seconds(const char *what, const char *s, double *out)
 
 int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 {
-	enum { OPT_JSON = 256, OPT_DRY, OPT_LIB, OPT_WAIT, OPT_RB, OPT_CHECK };
+	enum { OPT_JSON = 256, OPT_DRY, OPT_LIB, OPT_WAIT, OPT_RB, OPT_CHECK, OPT_TABLE, OPT_NOISE,
+	       OPT_PROFILE };
 	static const struct option longopts[] = {
 		{"pid", required_argument, NULL, 'p'},
 		{"duration", required_argument, NULL, 'd'},
@@ -79,6 +84,9 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 		{"wait-libs", no_argument, NULL, OPT_WAIT},
 		{"ringbuf", required_argument, NULL, OPT_RB},
 		{"check", no_argument, NULL, OPT_CHECK},
+		{"table", required_argument, NULL, OPT_TABLE},
+		{"noise-level", required_argument, NULL, OPT_NOISE},
+		{"profile", required_argument, NULL, OPT_PROFILE},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"version", no_argument, NULL, 'V'},
@@ -141,6 +149,21 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 			break;
 		case OPT_CHECK:
 			o->check = true;
+			break;
+		case OPT_TABLE:
+			o->table_path = optarg;
+			break;
+		case OPT_NOISE:
+			if (strlen(optarg) != 1 || optarg[0] < '0' || optarg[0] > '2') {
+				fprintf(stderr,
+					"commtrace-bpf: invalid --noise-level '%s': 0, 1 or 2\n",
+					optarg);
+				return CT_EXIT_USAGE;
+			}
+			o->noise_level = optarg[0] - '0';
+			break;
+		case OPT_PROFILE:
+			o->profile_path = optarg;
 			break;
 		case 'q':
 			o->quiet = true;

@@ -14,7 +14,9 @@
 _Static_assert(sizeof(struct ct_hdr) == 24, "ct_hdr layout");
 _Static_assert(sizeof(struct ct_loc) == 8, "ct_loc layout");
 _Static_assert(sizeof(struct ct_probe_spec) == 8 + 8 * CT_NVAL, "ct_probe_spec layout");
-_Static_assert(sizeof(struct ct_call_event) == 24 + 16 + 8 * CT_NVAL, "ct_call_event layout");
+_Static_assert(sizeof(struct ct_call_event) == 24 + 16 + 8 * CT_NVAL + 8 + 32 * CT_PY_MAX_FRAMES,
+	       "ct_call_event layout");
+_Static_assert(sizeof(struct ct_pyframe_raw) == 32, "ct_pyframe_raw layout");
 _Static_assert(sizeof(struct ct_ret_event) == 48, "ct_ret_event layout");
 _Static_assert(sizeof(struct ct_proc_event) == 48, "ct_proc_event layout");
 _Static_assert(sizeof(struct ct_frame) == 40, "ct_frame layout");
@@ -175,10 +177,14 @@ int ct_events_handle(void *ctx, void *data, size_t len)
 		return 0;
 	s->events++;
 	switch (h->type) {
-	case CT_EV_CALL:
-		if (len >= sizeof(struct ct_call_event))
+	case CT_EV_CALL: {
+		const struct ct_call_event *ev = data;
+
+		if (len >= CT_CALL_EVENT_SIZE(0) && ev->py.nframes <= CT_PY_MAX_FRAMES &&
+		    len >= CT_CALL_EVENT_SIZE(ev->py.nframes))
 			on_call(s, data);
 		break;
+	}
 	case CT_EV_RET:
 		if (len >= sizeof(struct ct_ret_event))
 			on_ret(s, data);

@@ -413,6 +413,15 @@ int main(int argc, char **argv)
 	if (s.skel && (rc == CT_EXIT_OK || s.n_procs)) {
 		if (!o.quiet)
 			ct_export_summary(&s, stderr, true);
+		if (o.table_path) {
+			int err = ct_write_table(&s, o.table_path, o.noise_level);
+
+			if (err) {
+				fprintf(stderr, "commtrace-bpf: writing %s: %s\n", o.table_path,
+					strerror(-err));
+				rc = CT_EXIT_FAIL;
+			}
+		}
 		if (o.json_path) {
 			int err = ct_export_json(&s, o.json_path);
 

@@ -14,6 +14,7 @@
 #include "catalog/catalog.h"
 #include "elf/elfsym.h"
 #include "stats.h"
+#include "tree.h"
 
 #define CT_MAX_TARGETS	 256 /* traced processes at once (children included) */
 #define CT_MAX_LIBINST	 16  /* attached library instances per process */
@@ -28,6 +29,9 @@ struct ct_opts {
 	double interval;
 	const char *json_path;
 	const char *lib_path; /* --lib: resolve one file (dry run) */
+	const char *table_path; /* --table FILE or "-" */
+	const char *profile_path; /* --profile FILE: more framework rules */
+	int noise_level;
 	bool dry_run;
 	bool check;
 	bool wait_libs;
@@ -81,6 +85,7 @@ struct ct_proc {
 	size_t n_links, cap_links;
 	struct ct_fstats **stats; /* indexed by probe id, allocated on first call */
 	struct ct_thread_name threads[CT_MAX_THREADS];
+	struct ct_tree tree; /* seed 000's records, from the Python stacks */
 	int n_threads;
 	uint64_t calls;
 };

@@ -44,6 +44,7 @@ struct ct_proc *ct_proc_add(struct ct_session *s, pid_t pid)
 		return NULL;
 	}
 	p->pid = pid;
+	ct_tree_init(&p->tree);
 	p->rank = ct_proc_rank(pid, &p->world);
 	ct_proc_comm(pid, pid, p->comm, sizeof(p->comm));
 	s->procs[s->n_procs++] = p;
@@ -418,6 +419,7 @@ void ct_session_free(struct ct_session *s)
 		for (size_t k = 0; k < ct_catalog_size(); k++)
 			free(p->stats[k]);
 		free(p->stats);
+		ct_tree_free(&p->tree);
 		free(p);
 	}
 	s->n_procs = 0;

@@ -14,6 +14,7 @@
 #else
 #include <linux/types.h>
 #endif
+#include "commtrace/pyabi.h"
 
 #define CT_MAX_PROBES	 4096	/* probe specs (attach cookies) in one session */
 #define CT_MAX_DEPTH	 8	/* nested traced calls per thread (MPI inside c10d inside …) */
@@ -145,11 +146,19 @@ struct ct_hdr {
 	__u64 ts;	 /* CLOCK_MONOTONIC ns (bpf_ktime_get_ns) */
 };
 
+/*
+ * Variable length: the record ends after py.frames[py.nframes - 1]
+ * (CT_CALL_EVENT_SIZE). Without Python, py.nframes is 0.
+ */
 struct ct_call_event {
 	struct ct_hdr hdr;
 	char comm[CT_TASK_COMM_LEN]; /* thread name */
 	__u64 val[CT_NVAL];
+	struct ct_pystack py;
 };
+
+#define CT_CALL_EVENT_SIZE(n)                                                                      \
+	(sizeof(struct ct_call_event) - sizeof(struct ct_pyframe_raw) * (CT_PY_MAX_FRAMES - (n)))
 
 struct ct_ret_event {
 	struct ct_hdr hdr;

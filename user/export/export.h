@@ -10,6 +10,12 @@
 int ct_export_json(struct ct_session *s, const char *path);
 /* The human summary: per process and function, calls, bytes, latency, and drops. */
 void ct_export_summary(struct ct_session *s, FILE *out, bool final);
+/* Seed 000's tracing table for every process with a call tree (noise level 0, 1, 2). */
+void ct_export_table(struct ct_session *s, FILE *out, int noise);
+void ct_format_detail(const struct ct_node *n, char *buf, size_t len);
+/* The table to a file ("-": stdout), replaced atomically. */
+int ct_write_table(struct ct_session *s, const char *path, int noise);
+
 /* Total drops of all kinds. */
 uint64_t ct_session_drops(const struct ct_session *s);
 

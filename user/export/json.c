@@ -51,6 +51,79 @@ static cJSON *time_obj(const struct ct_hist *h)
 	return t;
 }
 
+static cJSON *record(const struct ct_tree *t, const struct ct_node *n, int depth)
+{
+	cJSON *o = cJSON_CreateObject(), *kids = cJSON_CreateArray();
+
+	switch (n->type) {
+	case CT_NODE_MODULE:
+		cJSON_AddStringToObject(o, "type", "module");
+		cJSON_AddStringToObject(o, "module_fqn", n->name);
+		break;
+	case CT_NODE_OP:
+		cJSON_AddStringToObject(o, "type", "op");
+		cJSON_AddStringToObject(o, "op_name", n->name);
+		break;
+	case CT_NODE_REDISTRIBUTE:
+		cJSON_AddStringToObject(o, "type", "redistribute");
+		cJSON_AddStringToObject(o, "name", n->name);
+		break;
+	default: {
+		cJSON *st = cJSON_CreateArray();
+
+		cJSON_AddStringToObject(o, "type", "collective");
+		cJSON_AddStringToObject(o, "collective_type", n->name);
+		cJSON_AddItemToObject(o, "group_size",
+				      n->group_size > 0 ? num(n->group_size) : cJSON_CreateNull());
+		cJSON_AddStringToObject(o, "phase",
+					n->phase == CT_PHASE_BACKWARD ? "backward" : "forward");
+		cJSON_AddStringToObject(o, "function", n->function);
+		cJSON_AddStringToObject(o, "kind", n->kind);
+		cJSON_AddItemToObject(o, "bytes", u64(n->bytes));
+		if (n->dtype)
+			cJSON_AddStringToObject(o, "dtype", n->dtype);
+		else
+			cJSON_AddNullToObject(o, "dtype");
+		cJSON_AddItemToObject(o, "duration_ns", u64(n->duration));
+		cJSON_AddItemToObject(o, "ts_ns", u64(n->ts));
+		cJSON_AddItemToObject(o, "tid", num(n->tid));
+		cJSON_AddBoolToObject(o, "stack_truncated", n->truncated);
+		for (int i = 0; i < n->nstack; i++) {
+			cJSON *f = cJSON_CreateObject();
+
+			cJSON_AddStringToObject(f, "qualname", n->stack[i].qualname);
+			cJSON_AddStringToObject(f, "file", n->stack[i].file);
+			cJSON_AddItemToObject(f, "line", num(n->stack[i].line));
+			cJSON_AddItemToArray(st, f);
+		}
+		cJSON_AddItemToObject(o, "stack", st);
+	}
+	}
+	/* The tree's own depth cap bounds this recursion. */
+	for (int32_t c = n->first_child; c >= 0 && depth < CT_TREE_MAX_DEPTH; c = t->nodes[c].next)
+		cJSON_AddItemToArray(kids, record(t, &t->nodes[c], depth + 1));
+	cJSON_AddItemToObject(o, "children", kids);
+	return o;
+}
+
+/* Seed 000's JSON dump, per process. */
+static cJSON *comm_debug(const struct ct_tree *t)
+{
+	cJSON *o = cJSON_CreateObject(), *counts = cJSON_CreateObject();
+	cJSON *recs = cJSON_CreateArray();
+
+	for (int i = 0; i < t->ncounts; i++)
+		cJSON_AddItemToObject(counts, t->counts[i].name, u64(t->counts[i].n));
+	cJSON_AddItemToObject(o, "comm_counts", counts);
+	cJSON_AddItemToObject(o, "total_counts", u64(t->total));
+	for (int32_t r = t->first_root; r >= 0; r = t->nodes[r].next)
+		cJSON_AddItemToArray(recs, record(t, &t->nodes[r], 0));
+	cJSON_AddItemToObject(o, "records", recs);
+	cJSON_AddItemToObject(o, "records_dropped", u64(t->dropped));
+	cJSON_AddItemToObject(o, "records_cap", num(CT_TREE_MAX_NODES));
+	return o;
+}
+
 static cJSON *proc_obj(struct ct_proc *p, cJSON *all_counts, uint64_t *total)
 {
 	cJSON *o = cJSON_CreateObject(), *counts = cJSON_CreateObject();
@@ -105,6 +178,8 @@ static cJSON *proc_obj(struct ct_proc *p, cJSON *all_counts, uint64_t *total)
 	cJSON_AddItemToObject(o, "comm_counts", counts);
 	cJSON_AddItemToObject(o, "collectives", colls);
 	cJSON_AddItemToObject(o, "threads", threads);
+	if (p->tree.total)
+		cJSON_AddItemToObject(o, "comm_debug", comm_debug(&p->tree));
 	return o;
 }
 

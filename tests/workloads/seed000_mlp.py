@@ -1,0 +1,120 @@
+# SPDX-License-Identifier: MIT
+"""Seed 000's worked example, rebuilt on PyTorch 1.13 (no DTensor there): a DTensor-like
+tensor subclass whose __torch_function__ goes through OpDispatcher.dispatch(op_call, args,
+kwargs), an MLP with a ColwiseParallel fc1 and a RowwiseParallel fc2, and fc2's output
+hook all-reducing the partial sums through a differentiable_all_reduce platform helper
+over torch.distributed.nn.functional. One all-reduce per forward; with --backward, one
+more per backward (the autograd Function's backward all-reduces the gradient).
+
+Ranks: MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE in the environment, Gloo backend.
+  --forwards N      forward passes (default 3)
+  --backward        run loss.backward() after each forward
+  --wait-file P     write the pid to P.pid.RANK after init, wait for P to exist
+  --expect F        write this rank's ledger (what it did) to F.RANK as JSON
+"""
+import argparse
+import json
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.distributed.nn.functional as dist_fn
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class OpDispatcher:
+    """hyper-parallel's dispatcher shape: every DTensor op goes through dispatch()."""
+
+    def dispatch(self, op_call, args, kwargs):
+        local_args = [a.to_local() if isinstance(a, DTensor) else a for a in args]
+        with torch._C.DisableTorchFunction():
+            out = op_call(*local_args, **kwargs)
+        return DTensor.from_local(out, ("Replicate()",))
+
+
+_dispatcher = OpDispatcher()
+
+
+class DTensor(torch.Tensor):
+    @staticmethod
+    def __new__(cls, local, placements):
+        r = torch.Tensor._make_subclass(cls, local, local.requires_grad)
+        r._local = local
+        r._placements = placements
+        return r
+
+    @classmethod
+    def from_local(cls, local, placements):
+        return cls(local, placements)
+
+    def to_local(self):
+        return self._local
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        return _dispatcher.dispatch(func, args, kwargs or {})
+
+
+class platform:
+    """hyper-parallel's platform layer: differentiable collective helpers."""
+
+    @staticmethod
+    def differentiable_all_reduce(tensor, group=None):
+        return dist_fn.all_reduce(tensor, group=group or dist.group.WORLD)
+
+
+class MLP(nn.Module):
+    def __init__(self, world, rank):
+        super().__init__()
+        # ColwiseParallel fc1: out features sharded; RowwiseParallel fc2: in features sharded.
+        self.fc1 = nn.Linear(16, 32 // world)
+        self.fc2 = nn.Linear(32 // world, 16, bias=False)
+        self.fc2.register_forward_hook(rowwise_output_hook)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+def rowwise_output_hook(module, inputs, output):
+    local = output.to_local() if isinstance(output, DTensor) else output
+    return DTensor.from_local(platform.differentiable_all_reduce(local), ("Replicate()",))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--forwards", type=int, default=3)
+    ap.add_argument("--backward", action="store_true")
+    ap.add_argument("--wait-file")
+    ap.add_argument("--expect")
+    a = ap.parse_args()
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(rank)
+    model = MLP(world, rank)
+    if a.wait_file:
+        with open(f"{a.wait_file}.pid.{rank}", "w") as f:
+            f.write(f"{os.getpid()}\n")
+        while not os.path.exists(a.wait_file):
+            time.sleep(0.02)
+    for _ in range(a.forwards):
+        x = DTensor.from_local(torch.randn(4, 16), ("Replicate()",))
+        out = model(x)
+        if a.backward:
+            out.to_local().sum().backward()
+    ledger = {
+        "rank": rank,
+        "forwards": a.forwards,
+        "backwards": a.forwards if a.backward else 0,
+        "all_reduce_bytes": 4 * 16 * 4,
+    }
+    if a.expect:
+        with open(f"{a.expect}.{rank}", "w") as f:
+            json.dump(ledger, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

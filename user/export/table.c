@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Seed 000's tracing table, line for line: a "Type" column indented two spaces
+ * per depth and padded to 21 characters, then the detail. Noise level 0 shows
+ * collectives, 1 adds ops and redistributions, 2 adds module boundaries. Never
+ * any ANSI escape. What the in-process tools cannot show (bytes, dtype,
+ * duration, phase, the library call) follows their fields.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include "export/export.h"
+
+static bool visible(const struct ct_node *n, int noise)
+{
+	switch (n->type) {
+	case CT_NODE_COLLECTIVE:
+		return true;
+	case CT_NODE_OP:
+	case CT_NODE_REDISTRIBUTE:
+		return noise >= 1;
+	case CT_NODE_MODULE:
+		return noise >= 2;
+	}
+	return false;
+}
+
+/* Seed 000 indents a collective under its op even at level 0, where the op is hidden. */
+static int depth_of(const struct ct_tree *t, const struct ct_node *n, int noise)
+{
+	int d = 0;
+
+	for (int32_t p = n->parent; p >= 0; p = t->nodes[p].parent) {
+		const struct ct_node *a = &t->nodes[p];
+
+		if (visible(a, noise) || a->type == CT_NODE_OP)
+			d++;
+	}
+	return d;
+}
+
+static const char *type_word(uint8_t type)
+{
+	switch (type) {
+	case CT_NODE_MODULE:
+		return "Module";
+	case CT_NODE_OP:
+		return "Op";
+	case CT_NODE_REDISTRIBUTE:
+		return "Redistribute";
+	default:
+		return "Collective";
+	}
+}
+
+void ct_format_detail(const struct ct_node *n, char *buf, size_t len)
+{
+	switch (n->type) {
+	case CT_NODE_MODULE:
+		snprintf(buf, len, "Module(%s) [enter]", n->name);
+		break;
+	case CT_NODE_OP:
+		snprintf(buf, len, "Op(%s)", n->name);
+		break;
+	case CT_NODE_REDISTRIBUTE:
+		snprintf(buf, len, "Redistribute(%s)", n->name);
+		break;
+	default: {
+		char group[32] = "?", dur[32] = "-";
+
+		if (n->group_size > 0)
+			snprintf(group, sizeof(group), "%d", n->group_size);
+		if (n->duration)
+			snprintf(dur, sizeof(dur), "%.1fus", n->duration / 1e3);
+		snprintf(buf, len,
+			 "Collective(%s) group_size=%s bytes=%llu dtype=%s duration=%s phase=%s "
+			 "function=%s%s",
+			 n->name, group, (unsigned long long)n->bytes, n->dtype ? n->dtype : "?",
+			 dur, n->phase == CT_PHASE_BACKWARD ? "backward" : "forward", n->function,
+			 n->truncated ? " stack=truncated" : "");
+	}
+	}
+}
+
+static void walk(const struct ct_tree *t, int32_t i, int noise, FILE *out)
+{
+	char type[64], detail[512];
+
+	for (; i >= 0; i = t->nodes[i].next) {
+		const struct ct_node *n = &t->nodes[i];
+
+		if (visible(n, noise)) {
+			int d = depth_of(t, n, noise);
+
+			snprintf(type, sizeof(type), "%*s%s", 2 * d, "", type_word(n->type));
+			ct_format_detail(n, detail, sizeof(detail));
+			fprintf(out, "%-21s%s\n", type, detail);
+		}
+		walk(t, n->first_child, noise, out);
+	}
+}
+
+void ct_export_table(struct ct_session *s, FILE *out, int noise)
+{
+	for (int i = 0; i < s->n_procs; i++) {
+		struct ct_proc *p = s->procs[i];
+		char rank[16] = "-";
+
+		if (!p->tree.total)
+			continue;
+		if (p->rank >= 0)
+			snprintf(rank, sizeof(rank), "%d", p->rank);
+		fprintf(out, "# pid %d rank %s (%s): %llu collectives", p->pid, rank, p->comm,
+			(unsigned long long)p->tree.total);
+		if (p->tree.dropped)
+			fprintf(out, ", %llu records dropped (cap %d)",
+				(unsigned long long)p->tree.dropped, CT_TREE_MAX_NODES);
+		fprintf(out, "\n%-21s%s\n", "Type", "Detail");
+		walk(&p->tree, p->tree.first_root, noise, out);
+		fputc('\n', out);
+	}
+}
+
+int ct_write_table(struct ct_session *s, const char *path, int noise)
+{
+	char tmp[4096];
+	FILE *f;
+
+	if (strcmp(path, "-") == 0) {
+		ct_export_table(s, stdout, noise);
+		return fflush(stdout) ? -errno : 0;
+	}
+	f = ct_open_output(path, tmp, sizeof(tmp));
+	if (!f)
+		return -errno;
+	ct_export_table(s, f, noise);
+	return ct_commit_output(f, tmp, path);
+}

@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <string.h>
+#include "python/profiles.h"
+
+/*
+ * The defaults. Order matters only among rules that match the same frame: the
+ * last one wins, so a user's file can override any of these.
+ */
+static const char builtin[] =
+	"# role        qualname                         file                                  name\n"
+	"module        Module._call_impl                */torch/nn/modules/module.py          self\n"
+	"module        Module._wrapped_call_impl        */torch/nn/modules/module.py          self\n"
+	"module        Cell.__call__                    */mindspore/nn/cell.py                self\n"
+	"module        Cell._run_construct              */mindspore/nn/cell.py                self\n"
+	"op            OpDispatcher.dispatch            *                                     arg1\n"
+	"op            *.__torch_function__             *                                     arg1\n"
+	"op            *.__torch_dispatch__             *                                     arg1\n"
+	"redistribute  *redistribute                    *                                     func\n"
+	"redistribute  TensorRedistribution.*           *                                     func\n"
+	"redistribute  Redistribute.forward             *                                     func\n"
+	"helper        *differentiable_*                *                                     func\n"
+	"helper        *                                */torch/distributed/distributed_c10d.py func\n"
+	"helper        *                                */torch/distributed/nn/functional.py  func\n"
+	"helper        *                                */torch/distributed/_functional_collectives.py func\n"
+	"helper        *                                */mindspore/communication/comm_func.py func\n"
+	"helper        *                                */mpi4py/*                            func\n"
+	"backward      Tensor.backward                  */torch/_tensor.py                    none\n"
+	"backward      backward                         */torch/autograd/__init__.py          none\n"
+	"backward      *.backward                       *                                     none\n";
+
+static const char *const roles[] = {
+	[CT_ROLE_NONE] = "none",
+	[CT_ROLE_MODULE] = "module",
+	[CT_ROLE_OP] = "op",
+	[CT_ROLE_REDISTRIBUTE] = "redistribute",
+	[CT_ROLE_HELPER] = "helper",
+	[CT_ROLE_BACKWARD] = "backward",
+};
+
+static const char *const names[] = {
+	[CT_NAME_FUNC] = "func", [CT_NAME_QUALNAME] = "qualname", [CT_NAME_SELF] = "self",
+	[CT_NAME_ARG1] = "arg1", [CT_NAME_NONE] = "none",
+};
+
+const char *ct_role_name(uint8_t role)
+{
+	return role < sizeof(roles) / sizeof(roles[0]) ? roles[role] : "?";
+}
+
+static int lookup(const char *const *table, size_t n, const char *word)
+{
+	for (size_t i = 0; i < n; i++)
+		if (table[i] && strcmp(table[i], word) == 0)
+			return (int)i;
+	return -1;
+}
+
+int ct_profiles_parse_line(const char *line, struct ct_rule *r, char *err, size_t errlen)
+{
+	char role[32], qual[128], file[192], name[32];
+	int n, ri, ni;
+
+	while (*line == ' ' || *line == '\t')
+		line++;
+	if (!*line || *line == '#' || *line == '\n')
+		return 0;
+	n = sscanf(line, "%31s %127s %191s %31s", role, qual, file, name);
+	if (n != 4) {
+		snprintf(err, errlen, "expected 4 fields (role qualname file name), got %d", n);
+		return -EINVAL;
+	}
+	ri = lookup(roles, sizeof(roles) / sizeof(roles[0]), role);
+	if (ri <= 0) {
+		snprintf(err, errlen,
+			 "unknown role '%s' (module, op, redistribute, helper, backward)", role);
+		return -EINVAL;
+	}
+	ni = lookup(names, sizeof(names) / sizeof(names[0]), name);
+	if (ni < 0) {
+		snprintf(err, errlen, "unknown name source '%s' (func, qualname, self, arg1, none)",
+			 name);
+		return -EINVAL;
+	}
+	memset(r, 0, sizeof(*r));
+	r->role = (uint8_t)ri;
+	r->name_from = (uint8_t)ni;
+	snprintf(r->qualname, sizeof(r->qualname), "%s", qual);
+	snprintf(r->file, sizeof(r->file), "%s", file);
+	return 1;
+}
+
+static int load_text(struct ct_profiles *p, const char *text, const char *origin, char *err,
+		     size_t errlen)
+{
+	char line[512], msg[256];
+	const char *s = text;
+	int lineno = 0;
+
+	while (*s) {
+		const char *e = strchr(s, '\n');
+		size_t len = e ? (size_t)(e - s) : strlen(s);
+		struct ct_rule r;
+		int rc;
+
+		lineno++;
+		if (len >= sizeof(line)) {
+			snprintf(err, errlen, "%s:%d: line too long", origin, lineno);
+			return -EINVAL;
+		}
+		memcpy(line, s, len);
+		line[len] = 0;
+		s = e ? e + 1 : s + len;
+		rc = ct_profiles_parse_line(line, &r, msg, sizeof(msg));
+		if (rc < 0) {
+			snprintf(err, errlen, "%s:%d: %s", origin, lineno, msg);
+			return rc;
+		}
+		if (rc == 0)
+			continue;
+		if (p->n == CT_PROFILE_MAX_RULES) {
+			snprintf(err, errlen, "%s:%d: more than %d rules", origin, lineno,
+				 CT_PROFILE_MAX_RULES);
+			return -E2BIG;
+		}
+		p->rules[p->n++] = r;
+	}
+	return 0;
+}
+
+void ct_profiles_init(struct ct_profiles *p)
+{
+	char err[256];
+
+	p->n = 0;
+	load_text(p, builtin, "built-in profile", err, sizeof(err));
+}
+
+int ct_profiles_load(struct ct_profiles *p, const char *path, char *err, size_t errlen)
+{
+	char buf[64 * 1024];
+	size_t n;
+	FILE *f = fopen(path, "re");
+	int rc;
+
+	if (!f) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return -errno;
+	}
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	rc = ferror(f) ? -EIO : 0;
+	if (!rc && !feof(f))
+		rc = -EFBIG;
+	fclose(f);
+	if (rc) {
+		snprintf(err, errlen, "%s: %s", path,
+			 rc == -EFBIG ? "larger than 64 KiB" : "read error");
+		return rc;
+	}
+	buf[n] = 0;
+	return load_text(p, buf, path, err, errlen);
+}
+
+const struct ct_rule *ct_profiles_match(const struct ct_profiles *p, const char *qualname,
+					const char *file)
+{
+	for (int i = p->n - 1; i >= 0; i--) {
+		const struct ct_rule *r = &p->rules[i];
+
+		if (fnmatch(r->qualname, qualname, 0) == 0 &&
+		    (r->file[0] == '*' && !r->file[1] ? true : fnmatch(r->file, file, 0) == 0))
+			return r;
+	}
+	return NULL;
+}

@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tree.h"
+
+/* ---- interned strings ---------------------------------------------------------------- */
+
+#define INTERN_BUCKETS 4096
+#define INTERN_MAX_BYTES (4u << 20)
+
+struct istr {
+	struct istr *next;
+	char s[];
+};
+
+static struct istr *itab[INTERN_BUCKETS];
+static size_t ibytes;
+
+const char *ct_intern(const char *s)
+{
+	uint32_t h = 2166136261u;
+	struct istr *e;
+	size_t len;
+
+	if (!s)
+		return NULL;
+	for (const char *p = s; *p; p++)
+		h = (h ^ (uint8_t)*p) * 16777619u;
+	for (e = itab[h % INTERN_BUCKETS]; e; e = e->next)
+		if (strcmp(e->s, s) == 0)
+			return e->s;
+	len = strlen(s) + 1;
+	/* Names, not data: a program has few distinct ones. Past the cap, say so. */
+	if (ibytes + len > INTERN_MAX_BYTES)
+		return "<names table full>";
+	e = malloc(sizeof(*e) + len);
+	if (!e)
+		return "<out of memory>";
+	memcpy(e->s, s, len);
+	e->next = itab[h % INTERN_BUCKETS];
+	itab[h % INTERN_BUCKETS] = e;
+	ibytes += len;
+	return e->s;
+}
+
+void ct_intern_free(void)
+{
+	for (int i = 0; i < INTERN_BUCKETS; i++) {
+		while (itab[i]) {
+			struct istr *n = itab[i]->next;
+
+			free(itab[i]);
+			itab[i] = n;
+		}
+	}
+	ibytes = 0;
+}
+
+/* ---- the tree ------------------------------------------------------------------------ */
+
+int ct_tree_init(struct ct_tree *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->first_root = t->last_root = -1;
+	return 0;
+}
+
+void ct_tree_free(struct ct_tree *t)
+{
+	free(t->nodes);
+	t->nodes = NULL;
+	t->n = t->cap = 0;
+}
+
+static int32_t new_node(struct ct_tree *t, int32_t parent, uint8_t type, const char *name)
+{
+	struct ct_node *n;
+	int32_t i;
+
+	if (t->n == t->cap) {
+		int32_t cap = t->cap ? t->cap * 2 : 256;
+		struct ct_node *nn;
+
+		if (cap > CT_TREE_MAX_NODES)
+			cap = CT_TREE_MAX_NODES;
+		if (t->n == cap)
+			return -1;
+		nn = realloc(t->nodes, (size_t)cap * sizeof(*nn));
+		if (!nn)
+			return -1;
+		t->nodes = nn;
+		t->cap = cap;
+	}
+	i = t->n++;
+	n = &t->nodes[i];
+	memset(n, 0, sizeof(*n));
+	n->type = type;
+	n->name = name;
+	n->parent = parent;
+	n->first_child = n->last_child = n->next = -1;
+	n->depth = parent >= 0 ? t->nodes[parent].depth + 1 : 0;
+	if (parent < 0) {
+		if (t->last_root >= 0)
+			t->nodes[t->last_root].next = i;
+		else
+			t->first_root = i;
+		t->last_root = i;
+	} else {
+		struct ct_node *p = &t->nodes[parent];
+
+		if (p->last_child >= 0)
+			t->nodes[p->last_child].next = i;
+		else
+			p->first_child = i;
+		p->last_child = i;
+	}
+	return i;
+}
+
+static struct ct_tree_thread *thread_of(struct ct_tree *t, uint32_t tid)
+{
+	struct ct_tree_thread *lru = &t->threads[0];
+
+	t->clock++;
+	for (int i = 0; i < CT_TREE_MAX_THREADS; i++) {
+		if (t->threads[i].tid == tid) {
+			t->threads[i].used = t->clock;
+			return &t->threads[i];
+		}
+		if (t->threads[i].used < lru->used)
+			lru = &t->threads[i];
+	}
+	/* A thread not seen lately starts a fresh path: it cannot continue an old one. */
+	memset(lru, 0, sizeof(*lru));
+	lru->tid = tid;
+	lru->used = t->clock;
+	return lru;
+}
+
+static void count(struct ct_tree *t, const char *name)
+{
+	t->total++;
+	for (int i = 0; i < t->ncounts; i++) {
+		if (t->counts[i].name == name) {
+			t->counts[i].n++;
+			return;
+		}
+	}
+	if (t->ncounts < (int)(sizeof(t->counts) / sizeof(t->counts[0]))) {
+		t->counts[t->ncounts].name = name;
+		t->counts[t->ncounts].n = 1;
+		t->ncounts++;
+	}
+}
+
+int32_t ct_tree_add_call(struct ct_tree *t, const struct ct_tree_call *c)
+{
+	struct ct_tree_thread *th = thread_of(t, c->tid);
+	int32_t parent = -1, node;
+	int i, keep = 0, npath = c->npath;
+	struct ct_node *n;
+
+	count(t, c->helper ? c->helper : c->function);
+	if (npath > CT_TREE_MAX_DEPTH - 1)
+		npath = CT_TREE_MAX_DEPTH - 1;
+	/* How much of the open path this call continues. */
+	for (i = 0; i < npath && i < th->nopen; i++) {
+		struct ct_node *o = &t->nodes[th->open[i]];
+		const struct ct_tree_frame *f = &c->path[i];
+
+		if (o->code != f->code || o->self != f->self || f->instr <= o->last_instr)
+			break;
+		keep = i + 1;
+	}
+	th->nopen = keep;
+	for (i = 0; i < keep; i++)
+		t->nodes[th->open[i]].last_instr = c->path[i].instr;
+	parent = keep ? th->open[keep - 1] : -1;
+	for (i = keep; i < npath; i++) {
+		const struct ct_tree_frame *f = &c->path[i];
+
+		node = new_node(t, parent, f->type, f->name);
+		if (node < 0) {
+			t->dropped++;
+			return -1;
+		}
+		t->nodes[node].code = f->code;
+		t->nodes[node].self = f->self;
+		t->nodes[node].last_instr = f->instr;
+		th->open[th->nopen++] = node;
+		parent = node;
+	}
+	node = new_node(t, parent, CT_NODE_COLLECTIVE, c->helper ? c->helper : c->function);
+	if (node < 0) {
+		t->dropped++;
+		return -1;
+	}
+	n = &t->nodes[node];
+	n->phase = c->phase;
+	n->truncated = c->truncated;
+	n->function = c->function;
+	n->kind = c->kind;
+	n->dtype = c->dtype;
+	n->tid = c->tid;
+	n->group_size = c->group_size;
+	n->rank_in_group = c->rank_in_group;
+	n->ts = c->ts;
+	n->bytes = c->bytes;
+	n->nstack = c->nstack < CT_TREE_MAX_STACK ? c->nstack : CT_TREE_MAX_STACK;
+	memcpy(n->stack, c->stack, n->nstack * sizeof(n->stack[0]));
+	return node;
+}
+
+void ct_tree_set_duration(struct ct_tree *t, int32_t node, uint64_t duration)
+{
+	if (node >= 0 && node < t->n)
+		t->nodes[node].duration = duration;
+}

@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The call tree of one process, seed 000's `records`: module → op →
+ * redistribute → collective, rebuilt from the Python stacks taken at each
+ * collective. Bounded: a node pool with a cap and a dropped count, a depth cap.
+ *
+ * Invocations are told apart without entry/exit events: a node on a thread's
+ * open path is reused by the next call only if the same frame (same code, same
+ * self) is now at a later instruction, i.e. the program went on inside the same
+ * invocation. A second forward, which reaches the same call site again, gets
+ * new nodes. (Two collectives from one call site in a loop become two siblings.)
+ */
+#ifndef CT_TREE_H
+#define CT_TREE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CT_TREE_MAX_NODES   20000 /* per process */
+#define CT_TREE_MAX_DEPTH   32
+#define CT_TREE_MAX_THREADS 16
+#define CT_TREE_MAX_STACK   16 /* frames kept per collective for the JSON "stack" */
+
+enum ct_node_type {
+	CT_NODE_MODULE = 1,
+	CT_NODE_OP,
+	CT_NODE_REDISTRIBUTE,
+	CT_NODE_COLLECTIVE,
+};
+
+enum ct_phase {
+	CT_PHASE_FORWARD = 0,
+	CT_PHASE_BACKWARD,
+};
+
+struct ct_stack_line {
+	const char *qualname; /* interned */
+	const char *file;
+	int line;
+};
+
+/* One interesting frame of a stack, outermost first. */
+struct ct_tree_frame {
+	uint8_t type;	  /* enum ct_node_type (not COLLECTIVE) */
+	const char *name; /* interned display name */
+	uint64_t code, self, instr;
+};
+
+struct ct_tree_call {
+	uint32_t tid;
+	uint64_t ts;
+	uint32_t probe_id;
+	const char *helper;   /* outermost collective API on the stack, or NULL */
+	const char *function; /* library function */
+	const char *kind;     /* all_reduce, … */
+	uint8_t phase;
+	bool truncated;	      /* the stack was deeper than the walker's limit */
+	int32_t group_size;   /* -1 when unknown */
+	int32_t rank_in_group;
+	uint64_t bytes;
+	const char *dtype;
+	const struct ct_tree_frame *path;
+	int npath;
+	const struct ct_stack_line *stack; /* innermost first */
+	int nstack;
+};
+
+struct ct_node {
+	uint8_t type;
+	uint8_t phase;
+	uint8_t depth;
+	bool truncated;
+	const char *name;
+	int32_t parent, first_child, last_child, next;
+	/* identity of module/op nodes */
+	uint64_t code, self, last_instr;
+	/* collective nodes */
+	const char *function, *kind, *dtype;
+	uint32_t tid;
+	int32_t group_size, rank_in_group;
+	uint64_t ts, duration, bytes;
+	uint8_t nstack;
+	struct ct_stack_line stack[CT_TREE_MAX_STACK];
+};
+
+struct ct_tree_thread {
+	uint32_t tid;
+	int32_t open[CT_TREE_MAX_DEPTH];
+	int nopen;
+	uint64_t used;
+};
+
+struct ct_tree {
+	struct ct_node *nodes;
+	int32_t n, cap;
+	int32_t first_root, last_root;
+	uint64_t dropped; /* nodes not recorded: pool full or too deep */
+	uint64_t clock;
+	struct ct_tree_thread threads[CT_TREE_MAX_THREADS];
+	/* seed 000's comm_counts: by the outermost collective API */
+	struct {
+		const char *name;
+		uint64_t n;
+	} counts[64];
+	int ncounts;
+	uint64_t total;
+};
+
+int ct_tree_init(struct ct_tree *t);
+void ct_tree_free(struct ct_tree *t);
+/* Insert a collective and the path to it; the collective's node index, or -1 if dropped. */
+int32_t ct_tree_add_call(struct ct_tree *t, const struct ct_tree_call *c);
+void ct_tree_set_duration(struct ct_tree *t, int32_t node, uint64_t duration);
+
+/* Interned strings: one copy per distinct string for the whole session, bounded. */
+const char *ct_intern(const char *s);
+void ct_intern_free(void);
+
+#endif
