@@ -18,21 +18,22 @@
 #  3.10  Frames are heap PyFrameObjects: tstate->frame, f_back, f_code and f_lasti, an
 #        INSTRUCTION INDEX (int; the byte offset is 2*f_lasti). No _PyInterpreterFrame,
 #        no co_qualname (use co_name), no co_code_adaptive (bytecode in the co_code bytes
-#        object), no PyThreadState.native_thread_id (added in 3.11: bpo-45281 era), the
+#        object), no PyThreadState.native_thread_id (added in 3.11), the
 #        thread list is PyInterpreterState.tstate_head. co_linetable has 3.10's own
 #        (start delta, line delta) byte-pair format (PEP 626).
-#  3.11  _PyInterpreterFrame lives in the thread's data stack (bpo-44590); reached through
+#  3.11  _PyInterpreterFrame lives in the thread's data stack; reached through
 #        tstate->cframe->current_frame. prev_instr points at the last executed code unit.
 #        co_linetable becomes the PEP 657 location table; co_qualname and the
 #        co_code_adaptive bytecode array appear; the thread list moves to
-#        interp->threads.head. Frames have an owner, but no C-stack shim frames yet.
+#        interp->threads.head. Frames have an owner, but no C-stack shim frames yet, so
+#        frame_owner stays CT_PY_NONE (pyabi.h) and the walker reads nothing there.
 #  3.12  f_code moves to the head of _PyInterpreterFrame; shim frames owned by
-#        FRAME_OWNED_BY_CSTACK (gh-100126) must be skipped by walkers. PyASCIIObject
+#        FRAME_OWNED_BY_CSTACK must be skipped by walkers. PyASCIIObject
 #        loses wstr (PEP 623), so compact string data moves 8 bytes down.
-#  3.13  _PyCFrame is gone (gh-106790): tstate->current_frame. f_code becomes f_executable
+#  3.13  _PyCFrame is gone: tstate->current_frame. f_code becomes f_executable
 #        (a PyObject: a code object, or None for shims) and prev_instr becomes instr_ptr (the
 #        instruction being executed; a suspended generator's points past its YIELD_VALUE).
-#        _PyRuntime starts with _Py_DebugOffsets (cookie "xdebugpy", gh-107944), whose own
+#        _PyRuntime starts with _Py_DebugOffsets (cookie "xdebugpy"), whose own
 #        layout is emitted too (ct_py_debug_layout_3_13) so user space can read it.
 set -euo pipefail
 
@@ -130,8 +131,14 @@ int main(void)
 	_Static_assert(MEMBER_SIZE(PyFrameObject, f_lasti) == 4, "int f_lasti");
 	F("frame_instr", offsetof(PyFrameObject, f_lasti));
 #endif
-#if PY_VERSION_HEX >= 0x030b0000
+#if PY_VERSION_HEX >= 0x030c0000
 	F("frame_owner", offsetof(_PyInterpreterFrame, owner));
+	F("frame_localsplus", offsetof(_PyInterpreterFrame, localsplus));
+#elif PY_VERSION_HEX >= 0x030b0000
+	/* pyabi.h: CT_PY_NONE before 3.12, which spares the walker a read per frame. */
+	printf("\t/* owner exists at %lu but 3.11 has no C-stack shim frames */\n",
+	       (unsigned long)offsetof(_PyInterpreterFrame, owner));
+	N("frame_owner");
 	F("frame_localsplus", offsetof(_PyInterpreterFrame, localsplus));
 #else
 	N("frame_owner");
@@ -169,6 +176,9 @@ int main(void)
 	F("unicode_compact_data", sizeof(PyCompactUnicodeObject));
 	F("type_name", offsetof(PyTypeObject, tp_name));
 	F("object_type", offsetof(PyObject, ob_type));
+	/* pthread_self() of the thread: glibc's TCB, which is what fs points to. 3.10 has no
+	 * native_thread_id; the walker matches this against the task's fs base instead. */
+	F("tstate_thread_id", offsetof(PyThreadState, thread_id));
 	/* Not a struct field: checked equal across versions by the script. */
 	printf("#state %lu %lu %lu\n", state_shift(0), state_shift(1), state_shift(2));
 #if PY_VERSION_HEX >= 0x030d0000
@@ -360,5 +370,11 @@ HDR
 	echo
 	echo "#endif"
 } >"$TMP/pyoffsets.h"
+# The committed file passes `make lint` like any other header.
+if command -v clang-format >/dev/null; then
+	clang-format --assume-filename="$OUT" <"$TMP/pyoffsets.h" >"$TMP/formatted.h"
+	mv "$TMP/formatted.h" "$TMP/pyoffsets.h"
+fi
 mv "$TMP/pyoffsets.h" "$OUT"
-echo "gen-pyoffsets: wrote $OUT (3.$(echo $minors | sed 's/ /, 3./g'))" >&2
+# shellcheck disable=SC2086 # one word per minor version
+echo "gen-pyoffsets: wrote $OUT for $(printf '3.%s ' $minors)" >&2

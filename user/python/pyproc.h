@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Finding a CPython in a target process: which interpreter (libpython3.X.so or a
+ * statically linked python3.X), its version, where _PyRuntime sits at run time, and the
+ * struct ct_py_offsets the BPF frame walker and the symbolizer use. For 3.13+ the
+ * offsets are cross-checked against (or, for a version newer than the generated
+ * tables, filled from) the _Py_DebugOffsets that CPython keeps at the start of
+ * _PyRuntime for out-of-process tools.
+ */
+#ifndef CT_PYTHON_PYPROC_H
+#define CT_PYTHON_PYPROC_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "commtrace/pyabi.h"
+
+struct ct_pyproc {
+	int major, minor;
+	uint64_t version_hex;  /* PY_VERSION_HEX from Py_Version or the debug offsets, or 0 */
+	uint64_t runtime_addr; /* &_PyRuntime in the target */
+	struct ct_py_offsets offsets;
+	bool from_debug;      /* _Py_DebugOffsets were read and applied */
+	int debug_mismatches; /* generated fields the debug offsets corrected (should be 0) */
+	char path[PATH_MAX];  /* the interpreter's file, as the target sees it */
+	char notice[512];     /* why there are no stacks (ct_py_detect() returned -ENOTSUP) */
+};
+
+/*
+ * Detect the CPython of pid. 0: found, out is complete. -ENOENT: no CPython mapped.
+ * -ENOTSUP: a CPython whose layout this build does not know (an unknown version without
+ * usable debug offsets, a free-threaded build): out->notice holds a one-line notice for
+ * the user, out->major/minor/path are set; trace without Python stacks. Other -errno:
+ * the process is gone or its interpreter file cannot be read.
+ */
+int ct_py_detect(pid_t pid, struct ct_pyproc *out);
+
+/* Copy len bytes at addr of pid with process_vm_readv; 0, or -errno (-EFAULT if short). */
+int ct_py_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len);
+
+/*
+ * Apply the _Py_DebugOffsets block copied from the start of _PyRuntime (out->major/minor
+ * set). known: out->offsets holds the generated table of that version, to be checked
+ * (corrections counted in out->debug_mismatches); otherwise the table is built from the
+ * newest generated one and the block. 0, -ENODATA (no "xdebugpy" cookie or no layout
+ * for the version), -EPROTO (a block that does not fit the layout), -ENOTSUP (free-threaded).
+ */
+int ct_py_apply_debug_offsets(const void *buf, size_t len, bool known, struct ct_pyproc *out);
+
+/*
+ * Parse an interpreter file's base name: "libpython3.11.so.1.0", "libpython3.13t.so",
+ * "python3.11", "python3.12d". *is_lib tells which; *abiflags the flag letters ("t" is
+ * a free-threaded build). 0, or -EINVAL for any other name.
+ */
+int ct_py_parse_name(const char *base, int *major, int *minor, bool *is_lib, char *abiflags,
+		     size_t flagslen);
+
+#endif

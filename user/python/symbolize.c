@@ -1,0 +1,624 @@
+// SPDX-License-Identifier: MIT
+/* Python code objects to names and lines, read from the target with process_vm_readv. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "commtrace/pyoffsets.h"
+#include "python/pyproc.h"
+#include "python/symbolize.h"
+
+#define PY_TYPE_SLOTS 64       /* processes whose str/code/bytes type pointers are remembered */
+#define PY_CODE_HDR_MAX 512    /* the code object fields read are below 256 in 3.10-3.13 */
+#define PY_STR_HDR_MAX 128     /* sizeof(PyCompactUnicodeObject): 72 in 3.10/3.11, 56 after */
+#define PY_TPNAME_MAX 64       /* "str", "code", "bytes"; a class name may be truncated */
+#define PY_MAX_LASTI (1 << 24) /* code units: no real code object comes close */
+
+enum py_kind { PY_STR, PY_CODE, PY_BYTES, PY_NKINDS };
+static const char *const py_kind_name[PY_NKINDS] = {"str", "code", "bytes"};
+
+struct type_slot {
+	pid_t pid;
+	uint64_t type[PY_NKINDS]; /* 0 until validated by tp_name */
+};
+
+struct entry {
+	pid_t pid; /* 0: free */
+	int32_t next;
+	uint8_t ref;
+	bool lt_done; /* the line table was read (lt NULL: unavailable) */
+	uint64_t code;
+	/* What a hit re-reads and compares: an address reused by another object differs. */
+	uint64_t type, name_ptr, file_ptr, lt_ptr;
+	int32_t firstlineno;
+	uint32_t lt_len;
+	uint8_t *lt;
+	char qualname[CT_PY_NAME_MAX];
+	char filename[CT_PY_FILE_MAX];
+};
+
+struct ct_pysym_cache {
+	unsigned int cap, nused, hand, nbuckets;
+	int32_t *buckets;
+	struct entry *e;
+	struct ct_pysym_stats st;
+	struct type_slot types[PY_TYPE_SLOTS];
+	unsigned int type_next;
+};
+
+/* Read a NUL-terminated string without crossing into a page that may not be mapped. */
+static int read_cstr(pid_t pid, uint64_t addr, char *buf, size_t len)
+{
+	static long page;
+	size_t got = 0;
+
+	if (!len)
+		return -EINVAL;
+	if (!page)
+		page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+	while (got + 1 < len) {
+		size_t room = (size_t)page - ((addr + got) & (uint64_t)(page - 1));
+		size_t want = len - 1 - got < room ? len - 1 - got : room;
+		char *nul;
+		int err = ct_py_read_mem(pid, addr + got, buf + got, want);
+
+		if (err) {
+			buf[got] = '\0';
+			return got ? 0 : err;
+		}
+		nul = memchr(buf + got, '\0', want);
+		if (nul)
+			return 0;
+		got += want;
+	}
+	buf[got] = '\0';
+	return 0;
+}
+
+static int read_ptr(pid_t pid, uint64_t addr, uint64_t *v)
+{
+	return ct_py_read_mem(pid, addr, v, sizeof(*v));
+}
+
+int ct_py_read_type_name(pid_t pid, const struct ct_py_offsets *o, uint64_t obj, char *buf,
+			 size_t len)
+{
+	uint64_t type, name;
+	int err;
+
+	if (!len)
+		return -EINVAL;
+	buf[0] = '\0';
+	err = read_ptr(pid, obj + o->object_type, &type);
+	if (!err)
+		err = read_ptr(pid, type + o->type_name, &name);
+	if (!err)
+		err = read_cstr(pid, name, buf, len);
+	return err;
+}
+
+static struct type_slot *type_slot(struct ct_pysym_cache *c, pid_t pid)
+{
+	struct type_slot *s;
+
+	if (!c)
+		return NULL;
+	for (unsigned int i = 0; i < PY_TYPE_SLOTS; i++)
+		if (c->types[i].pid == pid)
+			return &c->types[i];
+	s = &c->types[c->type_next++ % PY_TYPE_SLOTS];
+	memset(s, 0, sizeof(*s));
+	s->pid = pid;
+	return s;
+}
+
+/*
+ * Is type the interpreter's str/code/bytes type? These are static objects of libpython,
+ * so once one pointer is confirmed by its tp_name, a plain compare decides.
+ */
+static bool is_type(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
+		    uint64_t type, enum py_kind k)
+{
+	struct type_slot *s = type_slot(c, pid);
+	char name[PY_TPNAME_MAX];
+	uint64_t np;
+
+	if (s && s->type[k])
+		return s->type[k] == type;
+	if (!type || read_ptr(pid, type + o->type_name, &np) ||
+	    read_cstr(pid, np, name, sizeof(name)) || strcmp(name, py_kind_name[k]))
+		return false;
+	if (s)
+		s->type[k] = type;
+	return true;
+}
+
+static size_t put_utf8(char *buf, size_t at, size_t len, unsigned int ch)
+{
+	if (ch < 0x80) {
+		if (at + 1 >= len)
+			return 0;
+		buf[at] = (char)ch;
+		return 1;
+	}
+	if (at + 2 >= len)
+		return 0;
+	buf[at] = (char)(0xc0 | ch >> 6);
+	buf[at + 1] = (char)(0x80 | (ch & 0x3f));
+	return 2;
+}
+
+static int read_str(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
+		    uint64_t obj, char *buf, size_t len)
+{
+	unsigned char hdr[PY_STR_HDR_MAX];
+	unsigned int state, kind;
+	size_t hlen = o->unicode_compact_data, n, at = 0;
+	uint64_t type, data;
+	int64_t slen;
+	int err;
+
+	if (!len)
+		return -EINVAL;
+	buf[0] = '\0';
+	if (hlen > sizeof(hdr) || (size_t)o->object_type + 8 > hlen ||
+	    (size_t)o->unicode_length + 8 > hlen || (size_t)o->unicode_state + 4 > hlen)
+		return -EINVAL;
+	err = ct_py_read_mem(pid, obj, hdr, hlen);
+	if (err)
+		return err;
+	memcpy(&type, hdr + o->object_type, 8);
+	memcpy(&slen, hdr + o->unicode_length, 8);
+	memcpy(&state, hdr + o->unicode_state, 4);
+	if (!is_type(c, pid, o, type, PY_STR) || slen < 0)
+		return -EINVAL;
+	if (!(state >> CT_PY_STATE_COMPACT_BIT & 1))
+		return -EINVAL; /* legacy (pre-PEP 393 API) string: never a code object's name */
+	kind = state >> CT_PY_STATE_KIND_SHIFT & CT_PY_STATE_KIND_MASK;
+	if (kind != 1 && kind != 2 && kind != 4)
+		return -EINVAL;
+	data = obj + (state >> CT_PY_STATE_ASCII_BIT & 1 ? o->unicode_ascii_data
+							 : o->unicode_compact_data);
+	n = (size_t)slen < len - 1 ? (size_t)slen : len - 1; /* characters that can fit */
+	{
+		unsigned char raw[CT_PY_FILE_MAX * 4];
+
+		if (n * kind > sizeof(raw))
+			n = sizeof(raw) / kind;
+		err = ct_py_read_mem(pid, data, raw, n * kind);
+		if (err)
+			return err;
+		for (size_t i = 0; i < n; i++) {
+			unsigned int ch;
+			size_t w;
+
+			if (kind == 1)
+				ch = raw[i];
+			else if (kind == 2)
+				ch = raw[2 * i] | (unsigned int)raw[2 * i + 1] << 8;
+			else
+				ch = raw[4 * i] | (unsigned int)raw[4 * i + 1] << 8 |
+				     (unsigned int)raw[4 * i + 2] << 16 |
+				     (unsigned int)raw[4 * i + 3] << 24;
+			if (kind > 1 && ch >= 0x80)
+				ch = '?';
+			w = put_utf8(buf, at, len, ch);
+			if (!w)
+				break;
+			at += w;
+		}
+	}
+	buf[at] = '\0';
+	return 0;
+}
+
+int ct_py_read_str(pid_t pid, const struct ct_py_offsets *o, uint64_t strobj, char *buf, size_t len)
+{
+	return read_str(NULL, pid, o, strobj, buf, len);
+}
+
+static int read_bytes(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
+		      uint64_t obj, uint8_t **data, uint32_t *dlen)
+{
+	uint64_t type;
+	int64_t size;
+	uint8_t *p;
+	int err;
+
+	*data = NULL;
+	*dlen = 0;
+	err = read_ptr(pid, obj + o->object_type, &type);
+	if (!err)
+		err = ct_py_read_mem(pid, obj + o->bytes_size, &size, sizeof(size));
+	if (err)
+		return err;
+	if (!is_type(c, pid, o, type, PY_BYTES) || size < 0)
+		return -EINVAL;
+	if (size > CT_PY_LINETABLE_MAX)
+		return -E2BIG;
+	p = malloc(size ? (size_t)size : 1);
+	if (!p)
+		return -ENOMEM;
+	err = ct_py_read_mem(pid, obj + o->bytes_data, p, (size_t)size);
+	if (err) {
+		free(p);
+		return err;
+	}
+	*data = p;
+	*dlen = (uint32_t)size;
+	return 0;
+}
+
+/* 3.10 (PEP 626): (byte-offset delta, signed line delta) pairs; -128 means "no line". */
+static int line_310(const uint8_t *tab, size_t len, int line, int64_t addr)
+{
+	int64_t start, end = 0;
+
+	for (size_t i = 0; i + 1 < len; i += 2) {
+		int ld = (int8_t)tab[i + 1];
+
+		start = end;
+		end += tab[i];
+		if (ld != -128)
+			line += ld;
+		if (addr >= start && addr < end)
+			return ld == -128 ? -1 : line;
+	}
+	return -1;
+}
+
+static unsigned int varint(const uint8_t *tab, size_t len, size_t *i)
+{
+	unsigned int v = 0, shift = 0, b;
+
+	do {
+		if (*i >= len || shift > 24)
+			return 0;
+		b = tab[(*i)++];
+		v |= (b & 63) << shift;
+		shift += 6;
+	} while (b & 64);
+	return v;
+}
+
+static int svarint(const uint8_t *tab, size_t len, size_t *i)
+{
+	unsigned int v = varint(tab, len, i);
+
+	return v & 1 ? -(int)(v >> 1) : (int)(v >> 1);
+}
+
+/*
+ * 3.11+ location table (PEP 657, Objects/locations.md): entries of 1-8 code units, the
+ * first byte 1ccccnnn; code 15 no location, 14 long form, 13 line only, 10-12 one-line
+ * forms with a line delta of code - 10, 0-9 short forms on the same line.
+ */
+static int line_311(const uint8_t *tab, size_t len, int line, int64_t lasti)
+{
+	int64_t start = 0;
+	size_t i = 0;
+
+	while (i < len) {
+		unsigned int b = tab[i++], code = b >> 3 & 15, n = (b & 7) + 1;
+		bool none = false;
+
+		if (!(b & 0x80))
+			return -1; /* lost sync: a corrupt or misread table */
+		switch (code) {
+		case 15:
+			none = true;
+			break;
+		case 14:
+			line += svarint(tab, len, &i);
+			varint(tab, len, &i); /* end line delta */
+			varint(tab, len, &i); /* column + 1 */
+			varint(tab, len, &i); /* end column + 1 */
+			break;
+		case 13:
+			line += svarint(tab, len, &i);
+			break;
+		case 10:
+		case 11:
+		case 12:
+			line += (int)code - 10;
+			i += 2; /* column, end column */
+			break;
+		default:
+			i += 1; /* column bits, end column delta */
+			break;
+		}
+		if (lasti >= start && lasti < start + n)
+			return none ? -1 : line;
+		start += n;
+	}
+	return -1;
+}
+
+int ct_py_linetable_line(int minor, const uint8_t *tab, size_t len, int firstlineno, int64_t lasti)
+{
+	/* Before the first instruction ran (3.10 f_lasti -1, 3.11+ prev_instr = start - 1). */
+	if (lasti < 0)
+		return firstlineno;
+	if (!tab || lasti > PY_MAX_LASTI)
+		return -1;
+	if (minor == 10)
+		return line_310(tab, len, firstlineno, lasti * 2);
+	return line_311(tab, len, firstlineno, lasti);
+}
+
+/* ---- the cache ---- */
+
+static unsigned int bucket_of(const struct ct_pysym_cache *c, pid_t pid, uint64_t code)
+{
+	uint64_t h = (code >> 4) ^ ((uint64_t)(uint32_t)pid * 0x9e3779b97f4a7c15ULL);
+
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ULL;
+	h ^= h >> 32;
+	return (unsigned int)h & (c->nbuckets - 1);
+}
+
+struct ct_pysym_cache *ct_pysym_cache_new(unsigned int capacity)
+{
+	struct ct_pysym_cache *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->cap = capacity ? capacity : CT_PYSYM_DEFAULT_CAP;
+	c->nbuckets = 1;
+	while (c->nbuckets < c->cap * 2)
+		c->nbuckets <<= 1;
+	c->e = calloc(c->cap, sizeof(*c->e));
+	c->buckets = malloc(c->nbuckets * sizeof(*c->buckets));
+	if (!c->e || !c->buckets) {
+		ct_pysym_cache_free(c);
+		return NULL;
+	}
+	memset(c->buckets, 0xff, c->nbuckets * sizeof(*c->buckets)); /* all -1 */
+	return c;
+}
+
+static void drop(struct ct_pysym_cache *c, int32_t idx)
+{
+	struct entry *e = &c->e[idx];
+	int32_t *pp = &c->buckets[bucket_of(c, e->pid, e->code)];
+
+	while (*pp >= 0 && *pp != idx)
+		pp = &c->e[*pp].next;
+	if (*pp == idx)
+		*pp = e->next;
+	c->st.line_bytes -= e->lt_len;
+	c->st.entries--;
+	free(e->lt);
+	memset(e, 0, sizeof(*e));
+	e->next = -1;
+}
+
+void ct_pysym_cache_free(struct ct_pysym_cache *c)
+{
+	if (!c)
+		return;
+	if (c->e)
+		for (unsigned int i = 0; i < c->nused; i++)
+			free(c->e[i].lt);
+	free(c->e);
+	free(c->buckets);
+	free(c);
+}
+
+void ct_pysym_cache_forget_pid(struct ct_pysym_cache *c, pid_t pid)
+{
+	for (unsigned int i = 0; i < c->nused; i++)
+		if (c->e[i].pid == pid)
+			drop(c, (int32_t)i);
+	for (unsigned int i = 0; i < PY_TYPE_SLOTS; i++)
+		if (c->types[i].pid == pid)
+			memset(&c->types[i], 0, sizeof(c->types[i]));
+}
+
+void ct_pysym_cache_stats(const struct ct_pysym_cache *c, struct ct_pysym_stats *st)
+{
+	*st = c->st;
+}
+
+/*
+ * Second-chance clock over the used slots: the first entry not referenced since the last
+ * sweep (a free slot is taken as is). keep is never chosen. -1 if nothing can be.
+ */
+static int32_t clock_victim(struct ct_pysym_cache *c, int32_t keep)
+{
+	/* Two sweeps at most: the first clears every reference bit it passes. */
+	for (unsigned int n = 0; n < 2 * c->nused + 1; n++) {
+		int32_t i = (int32_t)(c->hand++ % c->nused);
+		struct entry *e = &c->e[i];
+
+		if (i == keep)
+			continue;
+		if (!e->pid)
+			return i;
+		if (e->ref) {
+			e->ref = 0;
+			continue;
+		}
+		drop(c, i);
+		c->st.evictions++;
+		return i;
+	}
+	return -1;
+}
+
+/* A slot for a new entry: never-used ones first, then the clock. */
+static int32_t take_slot(struct ct_pysym_cache *c)
+{
+	if (c->nused < c->cap)
+		return (int32_t)c->nused++;
+	return clock_victim(c, -1);
+}
+
+static int32_t lookup(struct ct_pysym_cache *c, pid_t pid, uint64_t code)
+{
+	for (int32_t i = c->buckets[bucket_of(c, pid, code)]; i >= 0; i = c->e[i].next)
+		if (c->e[i].pid == pid && c->e[i].code == code)
+			return i;
+	return -1;
+}
+
+struct code_hdr {
+	uint64_t type, name_ptr, file_ptr, lt_ptr;
+	int32_t firstlineno;
+};
+
+static int read_code_hdr(pid_t pid, const struct ct_py_offsets *o, uint64_t code,
+			 struct code_hdr *h)
+{
+	unsigned char buf[PY_CODE_HDR_MAX];
+	__u16 name = o->code_qualname != CT_PY_NONE ? o->code_qualname : o->code_name;
+	size_t end = 0;
+	int err;
+
+	__u16 offs[] = {o->object_type, name, o->code_filename, o->code_linetable,
+			o->code_firstlineno};
+	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++)
+		if ((size_t)offs[i] + 8 > end)
+			end = (size_t)offs[i] + 8;
+	if (end > sizeof(buf))
+		return -EINVAL;
+	err = ct_py_read_mem(pid, code, buf, end);
+	if (err)
+		return err;
+	memcpy(&h->type, buf + o->object_type, 8);
+	memcpy(&h->name_ptr, buf + name, 8);
+	memcpy(&h->file_ptr, buf + o->code_filename, 8);
+	memcpy(&h->lt_ptr, buf + o->code_linetable, 8);
+	memcpy(&h->firstlineno, buf + o->code_firstlineno, 4);
+	return 0;
+}
+
+static int fill_entry(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
+		      uint64_t code, const struct code_hdr *h, struct entry *e)
+{
+	int err;
+
+	if (!is_type(c, pid, o, h->type, PY_CODE))
+		return -EINVAL;
+	err = read_str(c, pid, o, h->name_ptr, e->qualname, sizeof(e->qualname));
+	if (!err)
+		err = read_str(c, pid, o, h->file_ptr, e->filename, sizeof(e->filename));
+	if (err)
+		return err;
+	e->pid = pid;
+	e->code = code;
+	e->type = h->type;
+	e->name_ptr = h->name_ptr;
+	e->file_ptr = h->file_ptr;
+	e->lt_ptr = h->lt_ptr;
+	e->firstlineno = h->firstlineno;
+	return 0;
+}
+
+static void load_linetable(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
+			   int32_t idx)
+{
+	struct entry *e = &c->e[idx];
+	uint8_t *lt;
+	uint32_t n;
+
+	e->lt_done = true;
+	if (read_bytes(c, pid, o, e->lt_ptr, &lt, &n))
+		return;
+	/* Keep all tables within a budget; the entry being filled is never the victim. */
+	while (c->st.line_bytes + n > CT_PYSYM_LINE_BYTES && c->st.line_bytes)
+		if (clock_victim(c, idx) < 0)
+			break;
+	e->lt = lt;
+	e->lt_len = n;
+	c->st.line_bytes += n;
+}
+
+static int64_t lasti_of(const struct ct_py_offsets *o, uint64_t code, uint64_t instr)
+{
+	uint64_t start;
+
+	if (o->instr_is_index)
+		return (int32_t)instr; /* 3.10 f_lasti: an int, -1 before the first instruction */
+	start = code + o->code_adaptive;
+	/*
+	 * 3.11/3.12 prev_instr: the last code unit executed (for an inlined Python call, the
+	 * CALL's last inline cache entry); 3.13 instr_ptr: the instruction executing (the
+	 * CALL itself for every frame below the top of a running stack; only a suspended
+	 * generator's points past its YIELD_VALUE). Either lies inside the calling
+	 * instruction's location entry, so it is decoded as is, as CPython's own
+	 * PyFrame_GetLineNumber does. prev_instr is start - 1 before the first instruction.
+	 */
+	if (instr < start)
+		return -1;
+	return (int64_t)((instr - start) / 2);
+}
+
+int ct_py_symbolize(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
+		    uint64_t code, uint64_t instr, struct ct_pyframe *out)
+{
+	struct code_hdr h;
+	struct entry *e;
+	int32_t idx;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	out->line = -1;
+	if (!code || !pid) {
+		c->st.errors++;
+		return -EINVAL;
+	}
+	err = read_code_hdr(pid, o, code, &h);
+	if (err) {
+		c->st.errors++;
+		return err;
+	}
+	idx = lookup(c, pid, code);
+	if (idx >= 0) {
+		e = &c->e[idx];
+		if (e->type == h.type && e->name_ptr == h.name_ptr && e->file_ptr == h.file_ptr &&
+		    e->lt_ptr == h.lt_ptr && e->firstlineno == h.firstlineno) {
+			c->st.hits++;
+		} else {
+			c->st.stale++;
+			drop(c, idx);
+			idx = -1;
+		}
+	}
+	if (idx < 0) {
+		c->st.misses++;
+		idx = take_slot(c);
+		if (idx < 0) {
+			c->st.errors++;
+			return -ENOMEM;
+		}
+		e = &c->e[idx];
+		err = fill_entry(c, pid, o, code, &h, e);
+		if (err) {
+			memset(e, 0, sizeof(*e));
+			c->st.errors++;
+			return err;
+		}
+		unsigned int b = bucket_of(c, pid, code);
+
+		e->next = c->buckets[b];
+		c->buckets[b] = idx;
+		c->st.entries++;
+	}
+	e->ref = 1;
+	if (!e->lt_done)
+		load_linetable(c, pid, o, idx);
+	e = &c->e[idx];
+	snprintf(out->qualname, sizeof(out->qualname), "%s", e->qualname);
+	snprintf(out->filename, sizeof(out->filename), "%s", e->filename);
+	out->firstlineno = e->firstlineno;
+	out->line = ct_py_linetable_line(o->minor, e->lt, e->lt_len, e->firstlineno,
+					 lasti_of(o, code, instr));
+	if (out->line < 0)
+		c->st.line_unknown++;
+	return 0;
+}

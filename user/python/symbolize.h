@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Python frames to names: the BPF walker sends, per frame, a code object pointer and
+ * the raw instruction value of the frame (3.10 f_lasti; 3.11/3.12 prev_instr; 3.13
+ * instr_ptr). User space reads co_qualname, co_filename, co_firstlineno and the line
+ * table with process_vm_readv only, on a cache miss; a hit costs one small read that
+ * re-validates the entry (a freed code object's address can be reused).
+ */
+#ifndef CT_PYTHON_SYMBOLIZE_H
+#define CT_PYTHON_SYMBOLIZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "commtrace/pyabi.h"
+
+#define CT_PY_NAME_MAX 128
+#define CT_PY_FILE_MAX 256
+#define CT_PYSYM_DEFAULT_CAP 4096
+#define CT_PY_LINETABLE_MAX (64 * 1024)	      /* one code object's table (bigger: no line) */
+#define CT_PYSYM_LINE_BYTES (8 * 1024 * 1024) /* all cached line tables together */
+
+struct ct_pyframe {
+	char qualname[CT_PY_NAME_MAX]; /* co_qualname ("Outer.method"); co_name on 3.10 */
+	char filename[CT_PY_FILE_MAX]; /* co_filename */
+	int firstlineno;	       /* co_firstlineno */
+	int line;		       /* line being executed, -1 if unknown */
+};
+
+struct ct_pysym_stats {
+	uint64_t hits, misses, evictions;
+	uint64_t stale;	       /* entries found invalid on reuse (address reused) */
+	uint64_t line_unknown; /* lines not found (table too big, no location) */
+	uint64_t errors;       /* symbolizations that failed (unreadable, not a code object) */
+	uint64_t entries, line_bytes;
+};
+
+struct ct_pysym_cache;
+
+/* capacity 0: CT_PYSYM_DEFAULT_CAP entries. NULL on ENOMEM. */
+struct ct_pysym_cache *ct_pysym_cache_new(unsigned int capacity);
+void ct_pysym_cache_free(struct ct_pysym_cache *c);
+/* Drop everything cached for pid (it exited: its addresses mean nothing now). */
+void ct_pysym_cache_forget_pid(struct ct_pysym_cache *c, pid_t pid);
+void ct_pysym_cache_stats(const struct ct_pysym_cache *c, struct ct_pysym_stats *st);
+
+/*
+ * Symbolize one frame. 0, or -errno: -ESRCH/-EFAULT/-EPERM (unreadable), -EINVAL (not a
+ * code object of this interpreter). out->line is -1 when the line cannot be decoded.
+ */
+int ct_py_symbolize(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
+		    uint64_t code, uint64_t instr, struct ct_pyframe *out);
+
+/* tp_name of the type of the object at obj (e.g. the class of a frame's `self`). */
+int ct_py_read_type_name(pid_t pid, const struct ct_py_offsets *o, uint64_t obj, char *buf,
+			 size_t len);
+/*
+ * A str object as UTF-8, truncated to len - 1 bytes on a character boundary. Latin-1
+ * strings are converted; UCS-2/UCS-4 characters beyond ASCII become '?'. -EINVAL if the
+ * object is not a compact str.
+ */
+int ct_py_read_str(pid_t pid, const struct ct_py_offsets *o, uint64_t strobj, char *buf,
+		   size_t len);
+
+/*
+ * Line of a code-unit offset (lasti: index of the 2-byte unit) in a location table:
+ * the PEP 626 format of 3.10 (minor 10) or the PEP 657 format of 3.11+. -1 if none.
+ */
+int ct_py_linetable_line(int minor, const uint8_t *tab, size_t len, int firstlineno, int64_t lasti);
+
+#endif
