@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "pystacks.h"
 #include "session.h"
 #include "target/proc.h"
 
@@ -59,11 +60,29 @@ static struct ct_fstats *fstats(struct ct_proc *p, uint32_t id)
 	return p->stats[id];
 }
 
+static int pending_slot(struct ct_proc *p, pid_t tid, bool add)
+{
+	int free_slot = -1;
+
+	for (int i = 0; i < CT_TREE_MAX_THREADS; i++) {
+		if (p->pending[i].tid == tid)
+			return i;
+		if (!p->pending[i].tid && free_slot < 0)
+			free_slot = i;
+	}
+	if (!add)
+		return -1;
+	/* More threads in collectives at once than slots: one duration goes unrecorded. */
+	return free_slot >= 0 ? free_slot : (int)(tid % CT_TREE_MAX_THREADS);
+}
+
 static void on_call(struct ct_session *s, const struct ct_call_event *ev)
 {
 	const struct ct_libdesc *d;
 	const struct ct_func *fn = ct_catalog_func(ev->hdr.probe_id, &d);
 	struct ct_proc *p = ct_proc_find(s, ev->hdr.pid);
+	uint64_t sent, recv;
+	const char *dtype = NULL;
 	struct ct_fstats *st;
 
 	if (!fn || !p)
@@ -75,11 +94,24 @@ static void on_call(struct ct_session *s, const struct ct_call_event *ev)
 	}
 	st->calls++;
 	p->calls++;
-	st->bytes_sent += ct_bytes(d, &fn->sent, ev->val);
-	st->bytes_recv += ct_bytes(d, &fn->recv, ev->val);
-	if (fn->sent.on || fn->recv.on)
-		ct_fstats_dtype(st, ct_dtype_name(p, d, ev->val[CT_V_DTYPE] ? ev->val[CT_V_DTYPE]
-									   : ev->val[CT_V_RDTYPE]));
+	sent = ct_bytes(d, &fn->sent, ev->val);
+	recv = ct_bytes(d, &fn->recv, ev->val);
+	st->bytes_sent += sent;
+	st->bytes_recv += recv;
+	if (fn->sent.on || fn->recv.on) {
+		dtype = ct_dtype_name(p, d, ev->val[CT_V_DTYPE] ? ev->val[CT_V_DTYPE]
+								: ev->val[CT_V_RDTYPE]);
+		ct_fstats_dtype(st, dtype);
+	}
+	if (ev->hdr.depth == 0 && ev->py.nframes) {
+		int32_t node = ct_py_on_call(s, p, ev, fn, dtype, sent > recv ? sent : recv);
+		int slot = pending_slot(p, ev->hdr.tid, node >= 0);
+
+		if (slot >= 0) {
+			p->pending[slot].tid = node >= 0 ? ev->hdr.tid : 0;
+			p->pending[slot].node = node;
+		}
+	}
 	if (!ct_proc_thread_name(p, ev->hdr.tid)) {
 		char name[CT_TASK_COMM_LEN + 1];
 
@@ -111,6 +143,14 @@ static void on_ret(struct ct_session *s, const struct ct_ret_event *ev)
 		return;
 	st->returned++;
 	ct_hist_add(&st->lat, ev->duration);
+	if (ev->hdr.depth == 0) {
+		int slot = pending_slot(p, ev->hdr.tid, false);
+
+		if (slot >= 0) {
+			ct_tree_set_duration(&p->tree, p->pending[slot].node, ev->duration);
+			p->pending[slot].tid = 0;
+		}
+	}
 }
 
 static void on_proc(struct ct_session *s, const struct ct_proc_event *ev)

@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "devprof/devprof_cli.h"
 #include "export/export.h"
+#include "pystacks.h"
 #include "target/proc.h"
 
 static volatile sig_atomic_t stop_signal;
@@ -255,6 +256,15 @@ static int trace(struct ct_session *s)
 	err = ct_bpf_open_load(s);
 	if (err)
 		return err == -EPERM || err == -EACCES ? CT_EXIT_NOPRIV : CT_EXIT_FAIL;
+	{
+		char msg[512];
+
+		err = ct_py_init(s, msg, sizeof(msg));
+		if (err) {
+			fprintf(stderr, "commtrace-bpf: --profile: %s\n", msg);
+			return CT_EXIT_USAGE;
+		}
+	}
 
 	s->mono_to_wall_ns = now_ns(CLOCK_REALTIME) - now_ns(CLOCK_MONOTONIC);
 	s->start_ns = now_ns(CLOCK_MONOTONIC);
@@ -433,6 +443,8 @@ int main(int argc, char **argv)
 		}
 	}
 	ct_session_free(&s);
+	ct_py_free(&s);
 	ct_bpf_close(&s);
+	ct_intern_free();
 	return rc;
 }

@@ -15,6 +15,7 @@
 #include "elf/elfsym.h"
 #include "stats.h"
 #include "tree.h"
+#include "python/pyproc.h"
 
 #define CT_MAX_TARGETS	 256 /* traced processes at once (children included) */
 #define CT_MAX_LIBINST	 16  /* attached library instances per process */
@@ -86,12 +87,22 @@ struct ct_proc {
 	struct ct_fstats **stats; /* indexed by probe id, allocated on first call */
 	struct ct_thread_name threads[CT_MAX_THREADS];
 	struct ct_tree tree; /* seed 000's records, from the Python stacks */
+	struct ct_pyproc py; /* its CPython, when has_python */
+	bool py_checked, has_python;
+	/* the tree node of each thread's outermost call in flight, for its duration */
+	struct {
+		pid_t tid;
+		int32_t node;
+	} pending[CT_TREE_MAX_THREADS];
 	int n_threads;
 	uint64_t calls;
 };
 
+struct ct_pystate;
+
 struct ct_session {
 	struct ct_opts *opts;
+	struct ct_pystate *py;
 	struct commtrace *skel;
 	struct ring_buffer *rb;
 	struct ct_proc *procs[CT_MAX_TARGETS];

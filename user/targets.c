@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <bpf/libbpf.h>
+#include "pystacks.h"
 #include "session.h"
 #include "target/proc.h"
 
@@ -385,6 +386,9 @@ int ct_proc_scan(struct ct_session *s, struct ct_proc *p)
 			added++;
 	}
 	free(sc.maps);
+	/* Stacks only matter where collectives are traced. */
+	if (p->n_libs)
+		ct_py_attach_proc(s, p);
 	return added;
 }
 

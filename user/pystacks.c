@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Python stacks → the call tree. At attach, a process running CPython gets its
+ * interpreter layout registered with BPF; at each outermost collective of a
+ * Python thread the frames are symbolized (cached), matched against the
+ * framework profiles, and the interesting ones (modules, ops, redistributions)
+ * become the path to the collective's node. The outermost collective helper
+ * on the stack names the collective, as seed 000's comm_counts do.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "commtrace.skel.h"
+#include "pystacks.h"
+#include "python/profiles.h"
+#include "python/symbolize.h"
+
+struct ct_pyproc_bpf {
+	__u64 runtime;
+	struct ct_py_offsets off;
+};
+
+/* Which rule a code object matched: looked up once per code object, not per event. */
+#define ROLE_CACHE 4096
+
+struct role_slot {
+	pid_t pid;
+	uint64_t code;
+	const struct ct_rule *rule; /* NULL: no role */
+	int valid;
+};
+
+struct ct_pystate {
+	struct ct_pysym_cache *sym;
+	struct ct_profiles profiles;
+	struct role_slot roles[ROLE_CACHE];
+	uint64_t stacks, frames, symbolize_errors;
+};
+
+int ct_py_init(struct ct_session *s, char *err, size_t errlen)
+{
+	struct ct_pystate *st = calloc(1, sizeof(*st));
+	int rc;
+
+	if (!st)
+		return -ENOMEM;
+	st->sym = ct_pysym_cache_new(CT_PYSYM_DEFAULT_CAP);
+	if (!st->sym) {
+		free(st);
+		return -ENOMEM;
+	}
+	ct_profiles_init(&st->profiles);
+	if (s->opts->profile_path) {
+		rc = ct_profiles_load(&st->profiles, s->opts->profile_path, err, errlen);
+		if (rc) {
+			ct_pysym_cache_free(st->sym);
+			free(st);
+			return rc;
+		}
+	}
+	s->py = st;
+	return 0;
+}
+
+void ct_py_free(struct ct_session *s)
+{
+	if (!s->py)
+		return;
+	ct_pysym_cache_free(s->py->sym);
+	free(s->py);
+	s->py = NULL;
+}
+
+int ct_py_attach_proc(struct ct_session *s, struct ct_proc *p)
+{
+	struct ct_pyproc_bpf v = {0};
+	__u32 key = p->pid;
+	int rc;
+
+	if (p->py_checked || !s->skel)
+		return 0;
+	p->py_checked = true;
+	rc = ct_py_detect(p->pid, &p->py);
+	if (rc == -ENOTSUP) {
+		fprintf(stderr, "commtrace-bpf: pid %d: %s; collectives are traced without Python "
+				"stacks\n", p->pid, p->py.notice);
+		return 0;
+	}
+	if (rc)
+		return 0; /* not a Python process */
+	v.runtime = p->py.runtime_addr;
+	v.off = p->py.offsets;
+	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.pyprocs), &key, &v, BPF_ANY))
+		return -errno;
+	p->has_python = true;
+	ct_info("commtrace: pid %d: CPython %d.%d, _PyRuntime at 0x%llx%s\n", p->pid, p->py.major,
+		p->py.minor, (unsigned long long)p->py.runtime_addr,
+		p->py.from_debug ? " (offsets from _Py_DebugOffsets)" : "");
+	return 0;
+}
+
+static const struct ct_rule *role_of(struct ct_pystate *st, pid_t pid, uint64_t code,
+				     const struct ct_pyframe *f)
+{
+	struct role_slot *r = &st->roles[(code >> 4 ^ (uint64_t)pid) % ROLE_CACHE];
+
+	/* The symbolizer validated the code object; a stale slot is just recomputed. */
+	if (r->valid && r->pid == pid && r->code == code)
+		return r->rule;
+	r->pid = pid;
+	r->code = code;
+	r->rule = ct_profiles_match(&st->profiles, f->qualname, f->filename);
+	r->valid = 1;
+	return r->rule;
+}
+
+static const char *short_func(const char *qualname)
+{
+	const char *dot = strrchr(qualname, '.');
+
+	return dot ? dot + 1 : qualname;
+}
+
+static const char *object_label(struct ct_proc *p, uint64_t obj, bool callable)
+{
+	char buf[128];
+	int rc;
+
+	(void)callable;
+	rc = ct_py_read_type_name(p->pid, &p->py.offsets, obj, buf, sizeof(buf));
+	return rc ? "?" : ct_intern(buf);
+}
+
+/* A module's name: its attribute in the enclosing module, else its class. */
+static const char *module_label(struct ct_proc *p, uint64_t parent, uint64_t self)
+{
+	char buf[256];
+
+	(void)buf;
+	if (!parent)
+		return "(root)";
+	return object_label(p, self, false);
+}
+
+int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
+		      const struct ct_func *fn, const char *dtype, uint64_t bytes)
+{
+	struct ct_tree_frame path[CT_TREE_MAX_DEPTH];
+	struct ct_stack_line stack[CT_TREE_MAX_STACK] = {{0}};
+	struct ct_pystate *st = s->py;
+	struct ct_tree_call c = {0};
+	const char *helper = NULL;
+	uint64_t parent_module = 0;
+	int npath = 0, nstack = 0, n = ev->py.nframes;
+	bool backward = false;
+
+	if (!st || !p->has_python || !n)
+		return -1;
+	st->stacks++;
+	/* Innermost first from BPF; the tree wants the outermost first. */
+	for (int i = n - 1; i >= 0; i--) {
+		const struct ct_pyframe_raw *raw = &ev->py.frames[i];
+		const struct ct_rule *r;
+		struct ct_pyframe f;
+
+		st->frames++;
+		if (ct_py_symbolize(st->sym, p->pid, &p->py.offsets, raw->code, raw->instr, &f)) {
+			st->symbolize_errors++;
+			continue;
+		}
+		if (i < CT_TREE_MAX_STACK) {
+			stack[i].qualname = ct_intern(f.qualname);
+			stack[i].file = ct_intern(f.filename);
+			stack[i].line = f.line;
+			if (i + 1 > nstack)
+				nstack = i + 1;
+		}
+		r = role_of(st, p->pid, raw->code, &f);
+		if (!r)
+			continue;
+		switch (r->role) {
+		case CT_ROLE_BACKWARD:
+			backward = true;
+			break;
+		case CT_ROLE_HELPER:
+			if (!helper)
+				helper = ct_intern(r->name_from == CT_NAME_QUALNAME ? f.qualname
+										  : short_func(f.qualname));
+			break;
+		case CT_ROLE_MODULE:
+		case CT_ROLE_OP:
+		case CT_ROLE_REDISTRIBUTE: {
+			struct ct_tree_frame *t = &path[npath];
+			uint8_t type = r->role == CT_ROLE_MODULE ? CT_NODE_MODULE
+					: r->role == CT_ROLE_OP	 ? CT_NODE_OP
+								 : CT_NODE_REDISTRIBUTE;
+
+			/* A module's forward may run its own _call_impl twice (hooks): one node. */
+			if (npath && path[npath - 1].type == type && path[npath - 1].self == raw->self &&
+			    type == CT_NODE_MODULE)
+				break;
+			if (npath == CT_TREE_MAX_DEPTH - 1)
+				break;
+			t->type = type;
+			t->code = raw->code;
+			t->self = raw->self;
+			t->instr = raw->instr;
+			if (type == CT_NODE_MODULE) {
+				t->name = module_label(p, parent_module, raw->self);
+				parent_module = raw->self;
+			} else if (r->name_from == CT_NAME_ARG1) {
+				t->name = object_label(p, raw->arg1, true);
+			} else if (r->name_from == CT_NAME_SELF) {
+				t->name = object_label(p, raw->self, false);
+			} else {
+				t->name = ct_intern(r->name_from == CT_NAME_QUALNAME
+							    ? f.qualname
+							    : short_func(f.qualname));
+			}
+			npath++;
+			break;
+		}
+		}
+	}
+	/* Frames that could not be read leave holes: keep the stack dense. */
+	for (int i = 0, j = 0; i < nstack; i++)
+		if (stack[i].qualname)
+			stack[j++] = stack[i];
+	c.tid = ev->hdr.tid;
+	c.ts = ev->hdr.ts;
+	c.probe_id = ev->hdr.probe_id;
+	c.helper = helper;
+	c.function = fn->name;
+	c.kind = ct_kind_name(fn->kind);
+	c.phase = backward ? CT_PHASE_BACKWARD : CT_PHASE_FORWARD;
+	c.truncated = ev->py.flags & CT_PYS_TRUNCATED;
+	c.group_size = ev->val[CT_V_COMM_SIZE] ? (int32_t)ev->val[CT_V_COMM_SIZE] : -1;
+	c.rank_in_group = (int32_t)ev->val[CT_V_COMM_RANK];
+	c.bytes = bytes;
+	c.dtype = dtype;
+	c.path = path;
+	c.npath = npath;
+	c.stack = stack;
+	c.nstack = nstack;
+	return ct_tree_add_call(&p->tree, &c);
+}
+
+void ct_py_stats(const struct ct_session *s, uint64_t *stacks, uint64_t *frames, uint64_t *errors)
+{
+	*stacks = s->py ? s->py->stacks : 0;
+	*frames = s->py ? s->py->frames : 0;
+	*errors = s->py ? s->py->symbolize_errors : 0;
+}

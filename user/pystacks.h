@@ -1,0 +1,19 @@
+/* SPDX-License-Identifier: MIT */
+/* Python stacks: interpreter registration with BPF, and stacks into the call tree. */
+#ifndef CT_PYSTACKS_H
+#define CT_PYSTACKS_H
+
+#include "session.h"
+
+/* Symbolizer cache and framework profiles (built in + --profile). 0 or -errno (err set). */
+int ct_py_init(struct ct_session *s, char *err, size_t errlen);
+void ct_py_free(struct ct_session *s);
+/* Detect CPython in a process and give BPF its layout; a process without is fine. */
+int ct_py_attach_proc(struct ct_session *s, struct ct_proc *p);
+/* Put an outermost call with a Python stack into the process' tree: the node, or -1. */
+int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
+		      const struct ct_func *fn, const char *dtype, uint64_t bytes);
+void ct_py_stats(const struct ct_session *s, uint64_t *stacks, uint64_t *frames,
+		 uint64_t *errors);
+
+#endif
