@@ -5,7 +5,10 @@ backend, one process per rank (start them with MASTER_ADDR/MASTER_PORT/RANK/WORL
   --steps N        training steps (default 40)
   --step-sleep S   seconds of "data loading" per step, so a tracer can attach mid-run
   --ready-file P   write "PID\n" to P.RANK once the process group is up
+  --wait-file P    write the pid to P.pid.RANK after DDP is set up, wait for P to exist
+  --expect F       write this rank's ledger to F.RANK (JSON)
 """
+import json
 import argparse
 import os
 import time
@@ -21,6 +24,8 @@ def main():
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--step-sleep", type=float, default=0.05)
     ap.add_argument("--ready-file")
+    ap.add_argument("--wait-file")
+    ap.add_argument("--expect")
     a = ap.parse_args()
 
     dist.init_process_group("gloo")
@@ -32,6 +37,11 @@ def main():
     if a.ready_file:
         with open(f"{a.ready_file}.{rank}", "w") as f:
             f.write(f"{os.getpid()}\n")
+    if a.wait_file:
+        with open(f"{a.wait_file}.pid.{rank}", "w") as f:
+            f.write(f"{os.getpid()}\n")
+        while not os.path.exists(a.wait_file):
+            time.sleep(0.02)
     for step in range(a.steps):
         time.sleep(a.step_sleep)
         x = torch.randn(32, 64)
@@ -39,6 +49,9 @@ def main():
         opt.zero_grad()
         loss.backward()
         opt.step()
+    if a.expect:
+        with open(f"{a.expect}.{rank}", "w") as f:
+            json.dump({"rank": rank, "steps": a.steps}, f)
     if rank == 0:
         print(f"train_ddp: {world} ranks, {a.steps} steps, final loss {loss.item():.4f}")
     dist.destroy_process_group()

@@ -1,0 +1,115 @@
+# SPDX-License-Identifier: MIT
+"""Real MPI collectives from a known Python call chain, through ctypes, so that any CPython
+(3.10-3.13, pyenv or Debian) can run it without mpi4py. It records where it called from
+(qualname and line of every frame of the chain, innermost first), which the tracer's
+stacks must reproduce exactly.
+
+  --calls N        barriers per thread (default 3)
+  --threads T      T Python threads call at once, each from its own chain (default 1)
+  --depth D        recurse D levels before calling (deep stacks; default 0)
+  --wait-file P    write the pid to P.pid, wait for P to exist before calling
+  --expect F       write what was called from where to F (JSON)
+"""
+import argparse
+import ctypes
+import json
+import os
+import sys
+import threading
+import time
+
+MPI_THREAD_MULTIPLE = 3
+mpi = ctypes.CDLL("libmpi.so.40", mode=ctypes.RTLD_GLOBAL)
+COMM_WORLD = ctypes.addressof(ctypes.c_char.in_dll(mpi, "ompi_mpi_comm_world"))
+mpi.MPI_Barrier.argtypes = [ctypes.c_void_p]
+record = {}
+lock = threading.Lock()
+start = threading.Barrier(1)
+
+
+def chain():
+    """(qualname, line) of the caller's frames, innermost first, up to the thread's root."""
+    out = []
+    f = sys._getframe(1)
+    while f is not None:
+        code = f.f_code
+        out.append([getattr(code, "co_qualname", code.co_name), f.f_lineno])
+        f = f.f_back
+    return out
+
+
+class Worker:
+    def __init__(self, name, calls):
+        self.name, self.calls = name, calls
+
+    def step(self):
+        seen = chain()
+        start.wait()
+        mpi.MPI_Barrier(COMM_WORLD)  # the collective: its frame is "Worker.step"
+        return seen
+
+    def run_a(self):
+        for _ in range(self.calls):
+            seen = self.step()
+        with lock:
+            record[self.name] = seen
+
+    def run_b(self):
+        for _ in range(self.calls):
+            seen = self.step()
+        with lock:
+            record[self.name] = seen
+
+
+def deep(n, w):
+    if n == 0:
+        return w.step()
+    return deep(n - 1, w)
+
+
+def main():
+    global start
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--depth", type=int, default=0)
+    ap.add_argument("--wait-file")
+    ap.add_argument("--expect")
+    a = ap.parse_args()
+
+    provided = ctypes.c_int()
+    if mpi.MPI_Init_thread(None, None, MPI_THREAD_MULTIPLE, ctypes.byref(provided)) != 0:
+        sys.exit("MPI_Init_thread failed")
+    if a.wait_file:
+        with open(a.wait_file + ".pid", "w") as f:
+            f.write(f"{os.getpid()}\n")
+        while not os.path.exists(a.wait_file):
+            time.sleep(0.02)
+    if a.depth:
+        w = Worker("deep", a.calls)
+        for _ in range(a.calls):
+            seen = deep(a.depth, w)
+        record["deep"] = seen
+    else:
+        start = threading.Barrier(a.threads)
+        ts = []
+        for i in range(a.threads):
+            w = Worker(f"t{i}", a.calls)
+            ts.append(threading.Thread(target=w.run_a if i % 2 == 0 else w.run_b, name=f"t{i}"))
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    # The line of the MPI_Barrier call in Worker.step, found in this very file.
+    with open(__file__) as f:
+        call_line = next(i for i, l in enumerate(f, 1) if "# the collective:" in l)
+    if a.expect:
+        with open(a.expect, "w") as f:
+            json.dump({"calls": a.calls, "threads": a.threads, "depth": a.depth,
+                       "call_line": call_line, "chains": record,
+                       "version": list(sys.version_info[:2])}, f)
+    mpi.MPI_Finalize()
+
+
+if __name__ == "__main__":
+    main()
