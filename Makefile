@@ -80,7 +80,7 @@ test: commtrace-bpf unit progs
 	tests/run
 
 bench: commtrace-bpf progs
-	scripts/bench.sh
+	/usr/bin/python3 scripts/bench.py
 
 demo: commtrace-bpf progs
 	scripts/demo.sh

@@ -35,6 +35,15 @@
 #        instruction being executed; a suspended generator's points past its YIELD_VALUE).
 #        _PyRuntime starts with _Py_DebugOffsets (cookie "xdebugpy"), whose own
 #        layout is emitted too (ct_py_debug_layout_3_13) so user space can read it.
+#
+# A second table per version, struct ct_py_objoffsets (pyobjabi.h, user space only), names
+# the objects frames point to: types, dicts, functions, methods. Instance dicts: 3.10 at
+# tp_dictoffset; 3.11 Py_TPFLAGS_MANAGED_DICT puts the dict 3 words before the object and the
+# values (keyed by the type's ht_cached_keys) 4 words before; 3.12 shares one slot, a values
+# pointer tagged by its low bit; 3.13 embeds the values after the object
+# (Py_TPFLAGS_INLINE_VALUES, with a valid flag) and keeps the dict slot. Dict keys: 3.10's
+# are not in its installed headers and come from its libpython's DWARF (gdb); 3.11+ have
+# dk_log2_index_bytes and a kind (unicode entries hold no hash).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -67,6 +76,8 @@ cat >"$TMP/probe.c" <<'PROBE'
 #if PY_VERSION_HEX >= 0x030b0000
 #include "internal/pycore_frame.h"
 #include "internal/pycore_code.h"
+#include "internal/pycore_dict.h"
+#include "internal/pycore_object.h"
 #endif
 
 #define NONE 0xffff
@@ -89,6 +100,175 @@ static unsigned long state_shift(int which)
 	}
 	memcpy(&w, &o.state, sizeof(w));
 	return (unsigned long)__builtin_ctz(w);
+}
+
+/*
+ * The struct ct_py_objoffsets (pyobjabi.h) initializer, as "#obj" lines. Where the headers
+ * locate a thing with an inline function rather than a field (the managed dict slots
+ * before an object, 3.12's tagged values pointer, 3.13's inline values, where the entries
+ * follow the index table), the function is called on a fake object and the result measured,
+ * so that the layout still comes from the headers. 1 if a header breaks what objects.c
+ * assumes (sizes of the fields it reads, the entries rule).
+ */
+#define O(name, val) printf("#obj\t.%s = %lu,\n", name, (unsigned long)(val))
+#define ON(name) printf("#obj\t.%s = CT_PY_NONE,\n", name)
+#define OS(name, val) printf("#obj\t.%s = %ld,\n", name, (long)(val))
+#define CHECK(cond)                                                                   \
+	do {                                                                          \
+		if (!(cond)) {                                                        \
+			fprintf(stderr, "probe: layout assumption broken: %s\n", #cond); \
+			return 1;                                                     \
+		}                                                                     \
+	} while (0)
+
+static int obj_offsets(void)
+{
+	static union {
+		PyObject align;
+		char c[512];
+	} mem;
+	static PyTypeObject tp;
+	PyObject *obj = (PyObject *)(mem.c + 256);
+
+	printf("#obj\t.major = %d,\n#obj\t.minor = %d,\n", PY_MAJOR_VERSION, PY_MINOR_VERSION);
+	_Static_assert(MEMBER_SIZE(PyVarObject, ob_size) == 8, "Py_ssize_t ob_size");
+	_Static_assert(MEMBER_SIZE(PyTypeObject, tp_flags) == 8, "unsigned long tp_flags");
+	_Static_assert(MEMBER_SIZE(PyTypeObject, tp_dictoffset) == 8, "Py_ssize_t");
+	_Static_assert(MEMBER_SIZE(PyTypeObject, tp_basicsize) == 8, "Py_ssize_t");
+	_Static_assert(MEMBER_SIZE(PyTypeObject, tp_itemsize) == 8, "Py_ssize_t");
+	_Static_assert(MEMBER_SIZE(PyDictObject, ma_used) == 8, "Py_ssize_t ma_used");
+	O("var_size", offsetof(PyVarObject, ob_size));
+	O("type_flags", offsetof(PyTypeObject, tp_flags));
+	O("type_basicsize", offsetof(PyTypeObject, tp_basicsize));
+	O("type_itemsize", offsetof(PyTypeObject, tp_itemsize));
+	O("type_dictoffset", offsetof(PyTypeObject, tp_dictoffset));
+	O("ht_cached_keys", offsetof(PyHeapTypeObject, ht_cached_keys));
+	O("tpflags_dict_subclass", Py_TPFLAGS_DICT_SUBCLASS);
+	O("tpflags_type_subclass", Py_TPFLAGS_TYPE_SUBCLASS);
+#ifdef Py_TPFLAGS_MANAGED_DICT
+	O("tpflags_managed_dict", Py_TPFLAGS_MANAGED_DICT);
+	tp.tp_flags = Py_TPFLAGS_MANAGED_DICT;
+#else
+	O("tpflags_managed_dict", 0);
+#endif
+#ifdef Py_TPFLAGS_INLINE_VALUES
+	O("tpflags_inline_values", Py_TPFLAGS_INLINE_VALUES);
+	tp.tp_flags |= Py_TPFLAGS_INLINE_VALUES;
+#else
+	O("tpflags_inline_values", 0);
+#endif
+	tp.tp_basicsize = sizeof(PyObject);
+	obj->ob_type = &tp;
+#if PY_VERSION_HEX >= 0x030d0000
+	OS("managed_dict", (char *)_PyObject_ManagedDictPointer(obj) - (char *)obj);
+	OS("managed_values", 0);
+	O("managed_values_tag", 0);
+	O("inline_values", (char *)_PyObject_InlineValues(obj) - (char *)obj);
+#elif PY_VERSION_HEX >= 0x030c0000
+	OS("managed_dict", (char *)_PyObject_DictOrValuesPointer(obj) - (char *)obj);
+	OS("managed_values", 0);
+	{
+		PyDictValues *v = (PyDictValues *)(mem.c + 64);
+		PyDictOrValues d;
+		uintptr_t tag;
+
+		_PyDictOrValues_SetValues(&d, v);
+		tag = (uintptr_t)v - (uintptr_t)d.values;
+		/* objects.c tests the tag bit and adds the tag back. */
+		CHECK(tag && !(tag & (tag - 1)) && _PyDictOrValues_IsValues(d));
+		CHECK(((uintptr_t)d.values & tag) && _PyDictOrValues_GetValues(d) == v);
+		d.dict = obj;
+		CHECK(!_PyDictOrValues_IsValues(d) && !((uintptr_t)d.dict & tag));
+		O("managed_values_tag", tag);
+	}
+	ON("inline_values");
+#elif PY_VERSION_HEX >= 0x030b0000
+	OS("managed_dict", (char *)_PyObject_ManagedDictPointer(obj) - (char *)obj);
+	OS("managed_values", (char *)_PyObject_ValuesPointer(obj) - (char *)obj);
+	O("managed_values_tag", 0);
+	ON("inline_values");
+#else
+	OS("managed_dict", 0);
+	OS("managed_values", 0);
+	O("managed_values_tag", 0);
+	ON("inline_values");
+#endif
+#if PY_VERSION_HEX >= 0x030d0000
+	O("values_array", offsetof(PyDictValues, values));
+	O("values_capacity", offsetof(PyDictValues, capacity));
+	O("values_valid", offsetof(PyDictValues, valid));
+	_Static_assert(MEMBER_SIZE(PyDictValues, capacity) == 1, "uint8_t capacity");
+	_Static_assert(MEMBER_SIZE(PyDictValues, valid) == 1, "uint8_t valid");
+#elif PY_VERSION_HEX >= 0x030b0000
+	O("values_array", offsetof(PyDictValues, values));
+	ON("values_capacity");
+	ON("values_valid");
+#else
+	O("values_array", 0); /* PyObject **ma_values */
+	ON("values_capacity");
+	ON("values_valid");
+#endif
+	O("dict_used", offsetof(PyDictObject, ma_used));
+	O("dict_keys", offsetof(PyDictObject, ma_keys));
+	O("dict_values", offsetof(PyDictObject, ma_values));
+#if PY_VERSION_HEX >= 0x030b0000
+	_Static_assert(MEMBER_SIZE(PyDictKeysObject, dk_log2_size) == 1, "uint8_t");
+	_Static_assert(MEMBER_SIZE(PyDictKeysObject, dk_log2_index_bytes) == 1, "uint8_t");
+	_Static_assert(MEMBER_SIZE(PyDictKeysObject, dk_kind) == 1, "uint8_t");
+	_Static_assert(MEMBER_SIZE(PyDictKeysObject, dk_nentries) == 8, "Py_ssize_t");
+	ON("keys_size");
+	O("keys_log2_size", offsetof(PyDictKeysObject, dk_log2_size));
+	O("keys_log2_index_bytes", offsetof(PyDictKeysObject, dk_log2_index_bytes));
+	O("keys_kind", offsetof(PyDictKeysObject, dk_kind));
+	O("keys_nentries", offsetof(PyDictKeysObject, dk_nentries));
+	O("keys_indices", offsetof(PyDictKeysObject, dk_indices));
+	O("kind_general", DICT_KEYS_GENERAL);
+	O("kind_unicode", DICT_KEYS_UNICODE);
+	O("kind_split", DICT_KEYS_SPLIT);
+	{
+		/* objects.c: entries at dk_indices + (1 << dk_log2_index_bytes), either kind. */
+		PyDictKeysObject *k = (PyDictKeysObject *)mem.c;
+
+		memset(&mem, 0, sizeof(mem));
+		k->dk_log2_size = 3;
+		k->dk_log2_index_bytes = 3;
+		k->dk_kind = DICT_KEYS_GENERAL;
+		CHECK((char *)DK_ENTRIES(k) == k->dk_indices + 8);
+		k->dk_kind = DICT_KEYS_UNICODE;
+		CHECK((char *)DK_UNICODE_ENTRIES(k) == k->dk_indices + 8);
+	}
+	O("entry_size", sizeof(PyDictKeyEntry));
+	O("entry_key", offsetof(PyDictKeyEntry, me_key));
+	O("entry_value", offsetof(PyDictKeyEntry, me_value));
+	O("uentry_size", sizeof(PyDictUnicodeEntry));
+	O("uentry_key", offsetof(PyDictUnicodeEntry, me_key));
+	O("uentry_value", offsetof(PyDictUnicodeEntry, me_value));
+#else
+	/* Not in 3.10's installed headers (Objects/dict-common.h): the script read these from
+	 * the DWARF of the interpreter's libpython and passed them in. */
+	O("keys_size", CT_DK_SIZE);
+	ON("keys_log2_size");
+	ON("keys_log2_index_bytes");
+	ON("keys_kind");
+	O("keys_nentries", CT_DK_NENTRIES);
+	O("keys_indices", CT_DK_INDICES);
+	O("kind_general", 0);
+	O("kind_unicode", 0xff);
+	O("kind_split", 0xff);
+	O("entry_size", CT_DKE_SIZE);
+	O("entry_key", CT_DKE_KEY);
+	O("entry_value", CT_DKE_VALUE);
+	ON("uentry_size");
+	ON("uentry_key");
+	ON("uentry_value");
+#endif
+	O("cfunc_ml", offsetof(PyCFunctionObject, m_ml));
+	O("methoddef_name", offsetof(PyMethodDef, ml_name));
+	O("func_name", offsetof(PyFunctionObject, func_name));
+	O("func_qualname", offsetof(PyFunctionObject, func_qualname));
+	O("method_func", offsetof(PyMethodObject, im_func));
+	O("descr_name", offsetof(PyDescrObject, d_name));
+	return 0;
 }
 
 int main(void)
@@ -221,11 +401,43 @@ int main(void)
 	D("unicode_length", unicode_object.length);
 	D("unicode_ascii_data", unicode_object.asciiobject_size);
 #endif
-	return 0;
+	return obj_offsets();
 }
 PROBE
 
-declare -A BODY STATE DEBUG LABEL EXTRA_BODY
+# 3.10 keeps PyDictKeysObject and PyDictKeyEntry in Objects/dict-common.h, which is not
+# installed: read them from the DWARF of the build's own libpython (pyenv builds keep debug
+# info) with gdb, as -D flags for the probe. Prints nothing for a build whose headers have
+# them (3.11+: internal/pycore_dict.h).
+dwarf_dict_keys() {
+	local label=$1 cfg=$2 inc=$3 lib out
+	[[ -f $inc/internal/pycore_dict.h ]] && return 0
+	lib=$(find "$("$cfg" --prefix)/lib" -maxdepth 1 -name 'libpython3*.so.1.0' | head -n 1)
+	if [[ -z $lib ]] || ! command -v gdb >/dev/null; then
+		echo "gen-pyoffsets: $label: dict layout needs gdb and libpython's debug info" >&2
+		return 1
+	fi
+	out=$(gdb -nx -batch \
+		-ex 'print (long)sizeof(((struct _dictkeysobject *)0)->dk_size)' \
+		-ex 'print (long)sizeof(((struct _dictkeysobject *)0)->dk_nentries)' \
+		-ex 'print (long)&((struct _dictkeysobject *)0)->dk_size' \
+		-ex 'print (long)&((struct _dictkeysobject *)0)->dk_nentries' \
+		-ex 'print (long)&((struct _dictkeysobject *)0)->dk_indices' \
+		-ex 'print (long)sizeof(PyDictKeyEntry)' \
+		-ex 'print (long)&((PyDictKeyEntry *)0)->me_key' \
+		-ex 'print (long)&((PyDictKeyEntry *)0)->me_value' \
+		"$lib" 2>&1 | sed -n 's/^\$[0-9]* = \([0-9]*\)$/\1/p' | tr '\n' ' ')
+	# shellcheck disable=SC2086 # one word per value
+	set -- $out
+	if [[ $# -ne 8 || $1 -ne 8 || $2 -ne 8 ]]; then
+		echo "gen-pyoffsets: $label: unexpected dict layout from $lib: $out" >&2
+		return 1
+	fi
+	echo "-DCT_DK_SIZE=$3 -DCT_DK_NENTRIES=$4 -DCT_DK_INDICES=$5" \
+		"-DCT_DKE_SIZE=$6 -DCT_DKE_KEY=$7 -DCT_DKE_VALUE=$8"
+}
+
+declare -A BODY STATE DEBUG OBJ LABEL EXTRA_BODY
 EXTRA=()
 for entry in "${INTERPS[@]}"; do
 	read -r label cfg <<<"$entry"
@@ -235,14 +447,23 @@ for entry in "${INTERPS[@]}"; do
 	fi
 	incs=$("$cfg" --includes)
 	inc1=${incs%% *}
+	dkdefs=$(dwarf_dict_keys "$label" "$cfg" "${inc1#-I}")
 	# The internal headers include each other by bare name ("pycore_xxx.h").
 	# shellcheck disable=SC2086
-	$CC -std=gnu11 -w $incs -I"${inc1#-I}/internal" "$TMP/probe.c" -o "$TMP/probe-$label"
+	$CC -std=gnu11 -w $incs -I"${inc1#-I}/internal" $dkdefs "$TMP/probe.c" \
+		-o "$TMP/probe-$label"
 	"$TMP/probe-$label" >"$TMP/out-$label"
 	body=$(grep -v '^#' "$TMP/out-$label")
 	minor=$(sed -n 's/^\t\.minor = \([0-9]*\),$/\1/p' "$TMP/out-$label")
 	state=$(sed -n 's/^#state //p' "$TMP/out-$label")
 	debug=$(sed -n 's/^#debug//p' "$TMP/out-$label")
+	obj=$(sed -n 's/^#obj//p' "$TMP/out-$label")
+	# ct_py_objoffsets_for() keys on major.minor too, and no caller picks by path yet.
+	if [[ -n ${OBJ[$minor]:-} && ${OBJ[$minor]} != "$obj" ]]; then
+		echo "gen-pyoffsets: object layout differs between ${LABEL[$minor]} and $label:" >&2
+		diff <(echo "${OBJ[$minor]}") <(echo "$obj") >&2 || true
+		exit 1
+	fi
 	if [[ -n ${BODY[$minor]:-} ]]; then
 		if [[ ${BODY[$minor]} != "$body" ]]; then
 			echo "gen-pyoffsets: WARNING: LAYOUT DIFFERS between ${LABEL[$minor]} and $label:" >&2
@@ -257,6 +478,7 @@ for entry in "${INTERPS[@]}"; do
 	BODY[$minor]=$body
 	STATE[$minor]=$state
 	DEBUG[$minor]=$debug
+	OBJ[$minor]=$obj
 	LABEL[$minor]=$label
 done
 
@@ -283,6 +505,7 @@ read -r kind_shift compact_bit ascii_bit <<<"$first_state"
 #define COMMTRACE_PYOFFSETS_H
 
 #include "commtrace/pyabi.h"
+#include "commtrace/pyobjabi.h"
 
 /* PyASCIIObject.state bit fields, identical in every version below. */
 #define CT_PY_STATE_KIND_SHIFT	$kind_shift
@@ -365,6 +588,28 @@ HDR
 	done
 	echo "	default:"
 	echo "		return minor > $last ? &ct_py_debug_layout_3_$last : 0;"
+	echo "	}"
+	echo "}"
+	echo
+	echo "/* Object layouts (pyobjabi.h), user space only: the labels above say which builds. */"
+	for m in $minors; do
+		echo "static const struct ct_py_objoffsets ct_py_objoffsets_3_$m = {"
+		echo "${OBJ[$m]}"
+		echo "};"
+		echo
+	done
+	echo "/* The object layout of a CPython version, or NULL for one this build does not know. */"
+	echo "static inline const struct ct_py_objoffsets *ct_py_objoffsets_for(int major, int minor)"
+	echo "{"
+	echo "	if (major != 3)"
+	echo "		return 0;"
+	echo "	switch (minor) {"
+	for m in $minors; do
+		echo "	case $m:"
+		echo "		return &ct_py_objoffsets_3_$m;"
+	done
+	echo "	default:"
+	echo "		return 0;"
 	echo "	}"
 	echo "}"
 	echo

@@ -27,6 +27,7 @@ static const char usage_text[] =
 	"      --table FILE         write seed 000's tracing table per process ('-': stdout)\n"
 	"      --noise-level N      table detail: 0 collectives, 1 + ops, 2 + modules (default 0)\n"
 	"      --profile FILE       more framework rules (module/op/helper frames; docs/profiles.md)\n"
+	"      --no-stacks          do not walk Python stacks (collectives only, lowest cost)\n"
 	"      --dry-run            resolve and print the probes that would be attached\n"
 	"      --lib PATH           with --dry-run: resolve this library file\n"
 	"      --wait-libs          accept processes that map no known library yet\n"
@@ -73,7 +74,7 @@ static int parse_seconds(const char *what, const char *s, double *out)
 int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 {
 	enum { OPT_JSON = 256, OPT_DRY, OPT_LIB, OPT_WAIT, OPT_RB, OPT_CHECK, OPT_TABLE, OPT_NOISE,
-	       OPT_PROFILE };
+	       OPT_PROFILE, OPT_NO_STACKS };
 	static const struct option longopts[] = {
 		{"pid", required_argument, NULL, 'p'},
 		{"duration", required_argument, NULL, 'd'},
@@ -87,6 +88,7 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 		{"table", required_argument, NULL, OPT_TABLE},
 		{"noise-level", required_argument, NULL, OPT_NOISE},
 		{"profile", required_argument, NULL, OPT_PROFILE},
+		{"no-stacks", no_argument, NULL, OPT_NO_STACKS},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"version", no_argument, NULL, 'V'},
@@ -164,6 +166,9 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 			break;
 		case OPT_PROFILE:
 			o->profile_path = optarg;
+			break;
+		case OPT_NO_STACKS:
+			o->no_stacks = true;
 			break;
 		case 'q':
 			o->quiet = true;

@@ -122,13 +122,14 @@ static void on_call(struct ct_session *s, const struct ct_call_event *ev)
 	if (ct_verbose >= 2)
 		fprintf(stderr,
 			"call pid=%u tid=%u %s count=%llu dtype=%llx comm=%llx size=%llu "
-			"rank=%llu peer=%lld\n",
+			"rank=%llu peer=%lld depth=%u pyframes=%u pyflags=%x\n",
 			ev->hdr.pid, ev->hdr.tid, fn->name, (unsigned long long)ev->val[CT_V_COUNT],
 			(unsigned long long)ev->val[CT_V_DTYPE],
 			(unsigned long long)ev->val[CT_V_COMM],
 			(unsigned long long)ev->val[CT_V_COMM_SIZE],
 			(unsigned long long)ev->val[CT_V_COMM_RANK],
-			(long long)(int32_t)ev->val[CT_V_PEER]);
+			(long long)(int32_t)ev->val[CT_V_PEER], ev->hdr.depth, ev->py.nframes,
+			ev->py.flags);
 }
 
 static void on_ret(struct ct_session *s, const struct ct_ret_event *ev)

@@ -15,6 +15,8 @@
 #include <bpf/libbpf.h>
 #include "commtrace.skel.h"
 #include "pystacks.h"
+#include "commtrace/pyoffsets.h"
+#include "python/objects.h"
 #include "python/profiles.h"
 #include "python/symbolize.h"
 
@@ -33,10 +35,20 @@ struct role_slot {
 	int valid;
 };
 
+/* Names of objects (modules in their parent, ops), by (pid, parent, object). */
+#define NAME_CACHE 1024
+
+struct name_slot {
+	pid_t pid;
+	uint64_t parent, obj;
+	const char *name;
+};
+
 struct ct_pystate {
 	struct ct_pysym_cache *sym;
 	struct ct_profiles profiles;
 	struct role_slot roles[ROLE_CACHE];
+	struct name_slot names[NAME_CACHE];
 	uint64_t stacks, frames, symbolize_errors;
 };
 
@@ -80,7 +92,7 @@ int ct_py_attach_proc(struct ct_session *s, struct ct_proc *p)
 	__u32 key = p->pid;
 	int rc;
 
-	if (p->py_checked || !s->skel)
+	if (p->py_checked || !s->skel || s->opts->no_stacks)
 		return 0;
 	p->py_checked = true;
 	rc = ct_py_detect(p->pid, &p->py);
@@ -124,25 +136,63 @@ static const char *short_func(const char *qualname)
 	return dot ? dot + 1 : qualname;
 }
 
-static const char *object_label(struct ct_proc *p, uint64_t obj, bool callable)
+/*
+ * Object names cost several reads of the target: cached. Module objects live as
+ * long as the model; a freed op object whose address is reused could show a
+ * stale name until evicted, a cost accepted for not reading on every event.
+ */
+static struct name_slot *name_slot(struct ct_pystate *st, pid_t pid, uint64_t parent,
+				   uint64_t obj, bool *hit)
 {
+	struct name_slot *n = &st->names[((obj >> 4) ^ (parent >> 3) ^ (uint64_t)pid) % NAME_CACHE];
+
+	*hit = n->name && n->pid == pid && n->parent == parent && n->obj == obj;
+	n->pid = pid;
+	n->parent = parent;
+	n->obj = obj;
+	return n;
+}
+
+static const char *object_label(struct ct_pystate *st, struct ct_proc *p, uint64_t obj,
+				bool callable)
+{
+	const struct ct_py_objoffsets *oo = ct_py_objoffsets_for(p->py.major, p->py.minor);
+	struct name_slot *n;
 	char buf[128];
+	bool hit;
 	int rc;
 
-	(void)callable;
-	rc = ct_py_read_type_name(p->pid, &p->py.offsets, obj, buf, sizeof(buf));
-	return rc ? "?" : ct_intern(buf);
+	n = name_slot(st, p->pid, callable, obj, &hit);
+	if (hit)
+		return n->name;
+	if (callable && oo)
+		rc = ct_py_callable_name(p->pid, oo, &p->py.offsets, obj, buf, sizeof(buf));
+	else
+		rc = ct_py_read_type_name(p->pid, &p->py.offsets, obj, buf, sizeof(buf));
+	n->name = rc ? "?" : ct_intern(buf);
+	return n->name;
 }
 
 /* A module's name: its attribute in the enclosing module, else its class. */
-static const char *module_label(struct ct_proc *p, uint64_t parent, uint64_t self)
+static const char *module_label(struct ct_pystate *st, struct ct_proc *p, uint64_t parent,
+				uint64_t self)
 {
+	const struct ct_py_objoffsets *oo = ct_py_objoffsets_for(p->py.major, p->py.minor);
+	struct name_slot *n;
 	char buf[256];
+	bool hit;
 
-	(void)buf;
 	if (!parent)
 		return "(root)";
-	return object_label(p, self, false);
+	n = name_slot(st, p->pid, parent, self, &hit);
+	if (hit)
+		return n->name;
+	if (oo && ct_py_module_name(p->pid, oo, &p->py.offsets, parent, self, buf,
+				    sizeof(buf)) == 0)
+		n->name = ct_intern(buf);
+	else
+		n->name = object_label(st, p, self, false);
+	return n->name;
 }
 
 int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
@@ -167,8 +217,12 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 		struct ct_pyframe f;
 
 		st->frames++;
-		if (ct_py_symbolize(st->sym, p->pid, &p->py.offsets, raw->code, raw->instr, &f)) {
+		int rc = ct_py_symbolize(st->sym, p->pid, &p->py.offsets, raw->code, raw->instr, &f);
+
+		if (rc) {
 			st->symbolize_errors++;
+			ct_debug("commtrace: pid %d: frame %d code 0x%llx: %s\n", p->pid, i,
+				 (unsigned long long)raw->code, strerror(-rc));
 			continue;
 		}
 		if (i < CT_TREE_MAX_STACK) {
@@ -209,12 +263,12 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 			t->self = raw->self;
 			t->instr = raw->instr;
 			if (type == CT_NODE_MODULE) {
-				t->name = module_label(p, parent_module, raw->self);
+				t->name = module_label(st, p, parent_module, raw->self);
 				parent_module = raw->self;
 			} else if (r->name_from == CT_NAME_ARG1) {
-				t->name = object_label(p, raw->arg1, true);
+				t->name = object_label(st, p, raw->arg1, true);
 			} else if (r->name_from == CT_NAME_SELF) {
-				t->name = object_label(p, raw->self, false);
+				t->name = object_label(st, p, raw->self, false);
 			} else {
 				t->name = ct_intern(r->name_from == CT_NAME_QUALNAME
 							    ? f.qualname

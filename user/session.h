@@ -36,6 +36,7 @@ struct ct_opts {
 	bool dry_run;
 	bool check;
 	bool wait_libs;
+	bool no_stacks;
 	bool quiet;
 	int verbose;
 	unsigned int ringbuf_mb;

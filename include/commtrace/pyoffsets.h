@@ -7,6 +7,7 @@
 #define COMMTRACE_PYOFFSETS_H
 
 #include "commtrace/pyabi.h"
+#include "commtrace/pyobjabi.h"
 
 /* PyASCIIObject.state bit fields, identical in every version below. */
 #define CT_PY_STATE_KIND_SHIFT 2
@@ -244,6 +245,210 @@ static inline const struct ct_py_debug_layout *ct_py_debug_layout_for(int major,
 		return &ct_py_debug_layout_3_13;
 	default:
 		return minor > 13 ? &ct_py_debug_layout_3_13 : 0;
+	}
+}
+
+/* Object layouts (pyobjabi.h), user space only: the labels above say which builds. */
+static const struct ct_py_objoffsets ct_py_objoffsets_3_10 = {
+    .major = 3,
+    .minor = 10,
+    .var_size = 16,
+    .type_flags = 168,
+    .type_basicsize = 32,
+    .type_itemsize = 40,
+    .type_dictoffset = 288,
+    .ht_cached_keys = 872,
+    .tpflags_dict_subclass = 536870912,
+    .tpflags_type_subclass = 2147483648,
+    .tpflags_managed_dict = 0,
+    .tpflags_inline_values = 0,
+    .managed_dict = 0,
+    .managed_values = 0,
+    .managed_values_tag = 0,
+    .inline_values = CT_PY_NONE,
+    .values_array = 0,
+    .values_capacity = CT_PY_NONE,
+    .values_valid = CT_PY_NONE,
+    .dict_used = 16,
+    .dict_keys = 32,
+    .dict_values = 40,
+    .keys_size = 8,
+    .keys_log2_size = CT_PY_NONE,
+    .keys_log2_index_bytes = CT_PY_NONE,
+    .keys_kind = CT_PY_NONE,
+    .keys_nentries = 32,
+    .keys_indices = 40,
+    .kind_general = 0,
+    .kind_unicode = 255,
+    .kind_split = 255,
+    .entry_size = 24,
+    .entry_key = 8,
+    .entry_value = 16,
+    .uentry_size = CT_PY_NONE,
+    .uentry_key = CT_PY_NONE,
+    .uentry_value = CT_PY_NONE,
+    .cfunc_ml = 16,
+    .methoddef_name = 0,
+    .func_name = 32,
+    .func_qualname = 40,
+    .method_func = 16,
+    .descr_name = 24,
+};
+
+static const struct ct_py_objoffsets ct_py_objoffsets_3_11 = {
+    .major = 3,
+    .minor = 11,
+    .var_size = 16,
+    .type_flags = 168,
+    .type_basicsize = 32,
+    .type_itemsize = 40,
+    .type_dictoffset = 288,
+    .ht_cached_keys = 872,
+    .tpflags_dict_subclass = 536870912,
+    .tpflags_type_subclass = 2147483648,
+    .tpflags_managed_dict = 16,
+    .tpflags_inline_values = 0,
+    .managed_dict = -24,
+    .managed_values = -32,
+    .managed_values_tag = 0,
+    .inline_values = CT_PY_NONE,
+    .values_array = 0,
+    .values_capacity = CT_PY_NONE,
+    .values_valid = CT_PY_NONE,
+    .dict_used = 16,
+    .dict_keys = 32,
+    .dict_values = 40,
+    .keys_size = CT_PY_NONE,
+    .keys_log2_size = 8,
+    .keys_log2_index_bytes = 9,
+    .keys_kind = 10,
+    .keys_nentries = 24,
+    .keys_indices = 32,
+    .kind_general = 0,
+    .kind_unicode = 1,
+    .kind_split = 2,
+    .entry_size = 24,
+    .entry_key = 8,
+    .entry_value = 16,
+    .uentry_size = 16,
+    .uentry_key = 0,
+    .uentry_value = 8,
+    .cfunc_ml = 16,
+    .methoddef_name = 0,
+    .func_name = 32,
+    .func_qualname = 40,
+    .method_func = 16,
+    .descr_name = 24,
+};
+
+static const struct ct_py_objoffsets ct_py_objoffsets_3_12 = {
+    .major = 3,
+    .minor = 12,
+    .var_size = 16,
+    .type_flags = 168,
+    .type_basicsize = 32,
+    .type_itemsize = 40,
+    .type_dictoffset = 288,
+    .ht_cached_keys = 880,
+    .tpflags_dict_subclass = 536870912,
+    .tpflags_type_subclass = 2147483648,
+    .tpflags_managed_dict = 16,
+    .tpflags_inline_values = 0,
+    .managed_dict = -24,
+    .managed_values = 0,
+    .managed_values_tag = 1,
+    .inline_values = CT_PY_NONE,
+    .values_array = 0,
+    .values_capacity = CT_PY_NONE,
+    .values_valid = CT_PY_NONE,
+    .dict_used = 16,
+    .dict_keys = 32,
+    .dict_values = 40,
+    .keys_size = CT_PY_NONE,
+    .keys_log2_size = 8,
+    .keys_log2_index_bytes = 9,
+    .keys_kind = 10,
+    .keys_nentries = 24,
+    .keys_indices = 32,
+    .kind_general = 0,
+    .kind_unicode = 1,
+    .kind_split = 2,
+    .entry_size = 24,
+    .entry_key = 8,
+    .entry_value = 16,
+    .uentry_size = 16,
+    .uentry_key = 0,
+    .uentry_value = 8,
+    .cfunc_ml = 16,
+    .methoddef_name = 0,
+    .func_name = 32,
+    .func_qualname = 40,
+    .method_func = 16,
+    .descr_name = 24,
+};
+
+static const struct ct_py_objoffsets ct_py_objoffsets_3_13 = {
+    .major = 3,
+    .minor = 13,
+    .var_size = 16,
+    .type_flags = 168,
+    .type_basicsize = 32,
+    .type_itemsize = 40,
+    .type_dictoffset = 288,
+    .ht_cached_keys = 880,
+    .tpflags_dict_subclass = 536870912,
+    .tpflags_type_subclass = 2147483648,
+    .tpflags_managed_dict = 16,
+    .tpflags_inline_values = 4,
+    .managed_dict = -24,
+    .managed_values = 0,
+    .managed_values_tag = 0,
+    .inline_values = 16,
+    .values_array = 8,
+    .values_capacity = 0,
+    .values_valid = 3,
+    .dict_used = 16,
+    .dict_keys = 32,
+    .dict_values = 40,
+    .keys_size = CT_PY_NONE,
+    .keys_log2_size = 8,
+    .keys_log2_index_bytes = 9,
+    .keys_kind = 10,
+    .keys_nentries = 24,
+    .keys_indices = 32,
+    .kind_general = 0,
+    .kind_unicode = 1,
+    .kind_split = 2,
+    .entry_size = 24,
+    .entry_key = 8,
+    .entry_value = 16,
+    .uentry_size = 16,
+    .uentry_key = 0,
+    .uentry_value = 8,
+    .cfunc_ml = 16,
+    .methoddef_name = 0,
+    .func_name = 32,
+    .func_qualname = 40,
+    .method_func = 16,
+    .descr_name = 24,
+};
+
+/* The object layout of a CPython version, or NULL for one this build does not know. */
+static inline const struct ct_py_objoffsets *ct_py_objoffsets_for(int major, int minor)
+{
+	if (major != 3)
+		return 0;
+	switch (minor) {
+	case 10:
+		return &ct_py_objoffsets_3_10;
+	case 11:
+		return &ct_py_objoffsets_3_11;
+	case 12:
+		return &ct_py_objoffsets_3_12;
+	case 13:
+		return &ct_py_objoffsets_3_13;
+	default:
+		return 0;
 	}
 }
 

@@ -9,6 +9,7 @@ stacks must reproduce exactly.
   --depth D        recurse D levels before calling (deep stacks; default 0)
   --wait-file P    write the pid to P.pid, wait for P to exist before calling
   --expect F       write what was called from where to F (JSON)
+  --time           print "ns_per_call N": the mean time of one call from Worker.step
 """
 import argparse
 import ctypes
@@ -75,6 +76,7 @@ def main():
     ap.add_argument("--depth", type=int, default=0)
     ap.add_argument("--wait-file")
     ap.add_argument("--expect")
+    ap.add_argument("--time", action="store_true")
     a = ap.parse_args()
 
     provided = ctypes.c_int()
@@ -85,10 +87,13 @@ def main():
             f.write(f"{os.getpid()}\n")
         while not os.path.exists(a.wait_file):
             time.sleep(0.02)
-    if a.depth:
+    if a.depth or a.time:
         w = Worker("deep", a.calls)
+        t0 = time.perf_counter_ns()
         for _ in range(a.calls):
             seen = deep(a.depth, w)
+        if a.time:
+            print(f"ns_per_call {(time.perf_counter_ns() - t0) / a.calls:.1f}", flush=True)
         record["deep"] = seen
     else:
         start = threading.Barrier(a.threads)

@@ -7,6 +7,7 @@ backend, one process per rank (start them with MASTER_ADDR/MASTER_PORT/RANK/WORL
   --ready-file P   write "PID\n" to P.RANK once the process group is up
   --wait-file P    write the pid to P.pid.RANK after DDP is set up, wait for P to exist
   --expect F       write this rank's ledger to F.RANK (JSON)
+  --time           rank 0 prints "ns_per_step N" (the training loop only)
 """
 import json
 import argparse
@@ -26,6 +27,7 @@ def main():
     ap.add_argument("--ready-file")
     ap.add_argument("--wait-file")
     ap.add_argument("--expect")
+    ap.add_argument("--time", action="store_true")
     a = ap.parse_args()
 
     dist.init_process_group("gloo")
@@ -42,6 +44,7 @@ def main():
             f.write(f"{os.getpid()}\n")
         while not os.path.exists(a.wait_file):
             time.sleep(0.02)
+    t0 = time.perf_counter_ns()
     for step in range(a.steps):
         time.sleep(a.step_sleep)
         x = torch.randn(32, 64)
@@ -49,6 +52,8 @@ def main():
         opt.zero_grad()
         loss.backward()
         opt.step()
+    if a.time and rank == 0:
+        print(f"ns_per_step {(time.perf_counter_ns() - t0) / a.steps:.1f}", flush=True)
     if a.expect:
         with open(f"{a.expect}.{rank}", "w") as f:
             json.dump({"rank": rank, "steps": a.steps}, f)

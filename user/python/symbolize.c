@@ -78,6 +78,11 @@ static int read_cstr(pid_t pid, uint64_t addr, char *buf, size_t len)
 	return 0;
 }
 
+int ct_py_read_cstr(pid_t pid, uint64_t addr, char *buf, size_t len)
+{
+	return read_cstr(pid, addr, buf, len);
+}
+
 static int read_ptr(pid_t pid, uint64_t addr, uint64_t *v)
 {
 	return ct_py_read_mem(pid, addr, v, sizeof(*v));

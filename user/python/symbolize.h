@@ -52,6 +52,12 @@ void ct_pysym_cache_stats(const struct ct_pysym_cache *c, struct ct_pysym_stats 
 int ct_py_symbolize(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
 		    uint64_t code, uint64_t instr, struct ct_pyframe *out);
 
+/*
+ * A NUL-terminated C string at addr (a tp_name, a PyMethodDef.ml_name), truncated to len - 1
+ * bytes; reads never cross into a page past the terminator.
+ */
+int ct_py_read_cstr(pid_t pid, uint64_t addr, char *buf, size_t len);
+
 /* tp_name of the type of the object at obj (e.g. the class of a frame's `self`). */
 int ct_py_read_type_name(pid_t pid, const struct ct_py_offsets *o, uint64_t obj, char *buf,
 			 size_t len);

@@ -1,0 +1,457 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Naming objects in real interpreters: each runs a script that builds instances whose
+ * attributes live in every place the versions keep them (a dict at tp_dictoffset, 3.11+
+ * managed dicts before the object, 3.13 inline values, a materialized dict, a combined dict
+ * past the shared-keys limit, a var-size object's dict from its end), dicts of both key
+ * kinds and an OrderedDict, and callables of each kind, then prints id() of everything. The
+ * test reads the same objects back with process_vm_readv and compares addresses and names.
+ * No root needed: a parent may read its child. An absent interpreter is skipped loudly.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "commtrace/pyoffsets.h"
+#include "python/objects.h"
+#include "python/pyproc.h"
+#include "python/symbolize.h"
+
+static const char pyobj_script[] =
+    "import sys, collections\n"
+    "def k(label, obj):\n"
+    "    print('k', label, id(obj))\n"
+    "class Holder:\n"
+    "    def __init__(self):\n"
+    "        self.alpha = object()\n"
+    "        self.beta = 'bee' + str(len(sys.argv))\n"
+    "    def meth(self):\n"
+    "        pass\n"
+    "h, h2, h3, hd = Holder(), Holder(), Holder(), Holder()\n"
+    "h.gamma = [1]\n" /* added after creation: 3.11+ may grow the shared keys or make a dict */
+    "del h3.alpha\n"
+    "hd.__dict__\n" /* materializes the dict (3.13: it shares the inline values) */
+    "hd.delta = (2,)\n"
+    "class Late:\n"
+    "    pass\n"
+    "la = Late()\n"
+    "la.x, la.y = object(), object()\n"
+    "class Many:\n"
+    "    pass\n"
+    "ma = Many()\n"
+    "for i in range(40):\n" /* past the 30 shared keys: a combined dict */
+    "    setattr(ma, 'a%d' % i, object())\n"
+    "class Tup(tuple):\n" /* var-size: the dict sits at a negative tp_dictoffset */
+    "    pass\n"
+    "tu = Tup((1, 2, 3))\n"
+    "tu.tag = object()\n"
+    "class Named:\n"
+    "    def __init__(self, n):\n"
+    "        self.__name__ = n\n"
+    "nm = Named('add.Tensor')\n"
+    "class Mod:\n"
+    "    def __init__(self):\n"
+    "        self._modules = {}\n"
+    "par = Mod()\n"
+    "for n in ('fc1', 'fc2', 'act', '0'):\n"
+    "    par._modules[n] = Mod()\n"
+    "a, b, c, e = object(), object(), object(), object()\n"
+    "ud = {'fc1': a, 'fc2': b, 'caf\xc3\xa9': c}\n" /* str keys only: a unicode table (3.11+) */
+    "gd = {1: a, 'fc1': b, 'fc2': c, (2, 3): e}\n"  /* other keys: a general table */
+    "dd = {'x': a, 'y': b, 'z': c}\n"
+    "del dd['x']\n"
+    "od = collections.OrderedDict(fc1=a, fc2=b)\n"
+    "big = {str(i): i for i in range(5000)}\n"
+    "bm = h.meth\n" /* kept alive: a bound method is made per access */
+    "def pyfunc():\n"
+    "    pass\n"
+    "for lab, o in (('h', h), ('h2', h2), ('h3', h3), ('hd', hd), ('la', la), ('ma', ma),\n"
+    "               ('tu', tu), ('nm', nm), ('par', par), ('ud', ud), ('gd', gd), ('dd', dd),\n"
+    "               ('od', od), ('big', big), ('a', a), ('b', b), ('c', c), ('e', e),\n"
+    "               ('h.alpha', h.alpha), ('h.beta', h.beta), ('h.gamma', h.gamma),\n"
+    "               ('h2.beta', h2.beta), ('h3.beta', h3.beta), ('hd.alpha', hd.alpha),\n"
+    "               ('hd.delta', hd.delta), ('la.x', la.x), ('la.y', la.y),\n"
+    "               ('ma.a0', ma.a0), ('ma.a37', ma.a37), ('tu.tag', tu.tag),\n"
+    "               ('par.fc2', par._modules['fc2']), ('par.0', par._modules['0']),\n"
+    "               ('par._modules', par._modules), ('len', len), ('pyfunc', pyfunc),\n"
+    "               ('bound', bm), ('join', str.join), ('Holder', Holder),\n"
+    "               ('dict', dict), ('nm.name', nm.__name__)):\n"
+    "    k(lab, o)\n"
+    "print('ready', flush=True)\n"
+    "sys.stdin.read()\n";
+
+/* Debian's 3.11 with torch 1.13: a real module tree and real ops. */
+static const char pyobj_torch_script[] =
+    "import sys\n"
+    "import torch, torch.nn as nn, torch.nn.functional as F\n"
+    "class Net(nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.fc1 = nn.Linear(4, 8)\n"
+    "        self.fc2 = nn.Linear(8, 2)\n"
+    "        self.blocks = nn.ModuleList([nn.ReLU(), nn.Linear(2, 2)])\n"
+    "net = Net()\n"
+    "seq = nn.Sequential(nn.Linear(2, 2), nn.GELU())\n"
+    "for lab, o in (('net', net), ('fc1', net.fc1), ('fc2', net.fc2), ('blocks', net.blocks),\n"
+    "               ('blk0', net.blocks[0]), ('blk1', net.blocks[1]), ('seq', seq),\n"
+    "               ('seq0', seq[0]), ('seq1', seq[1]), ('linear', F.linear),\n"
+    "               ('gelu', F.gelu), ('add', torch.ops.aten.add.Tensor),\n"
+    "               ('training', net.__dict__['training'])):\n"
+    "    print('k', lab, id(o))\n"
+    "print('ready', flush=True)\n"
+    "sys.stdin.read()\n";
+
+#define PYOBJ_OUT_MAX 16384
+#define PYOBJ_MAX_FACTS 64
+
+struct pyobj_child {
+	pid_t pid;
+	int in_fd, out_fd;
+	int n;
+	char label[PYOBJ_MAX_FACTS][32];
+	uint64_t id[PYOBJ_MAX_FACTS];
+};
+
+static void child_stop(struct pyobj_child *c)
+{
+	if (c->in_fd >= 0)
+		close(c->in_fd);
+	if (c->out_fd >= 0)
+		close(c->out_fd);
+	if (c->pid > 0) {
+		kill(c->pid, SIGKILL);
+		waitpid(c->pid, NULL, 0);
+	}
+	c->pid = 0;
+	c->in_fd = c->out_fd = -1;
+}
+
+/* Start python on script; read "k LABEL ID" lines up to "ready" (30 s: torch imports). */
+static int child_start(const char *python, const char *script, struct pyobj_child *c)
+{
+	static char out[PYOBJ_OUT_MAX];
+	int in[2], op[2];
+	size_t len = 0;
+	char *line, *save;
+
+	memset(c, 0, sizeof(*c));
+	memset(out, 0, sizeof(out));
+	c->in_fd = c->out_fd = -1;
+	if (pipe(in))
+		return -errno;
+	if (pipe(op)) {
+		close(in[0]);
+		close(in[1]);
+		return -errno;
+	}
+	c->pid = fork();
+	if (c->pid < 0)
+		return -errno;
+	if (c->pid == 0) {
+		char *argv[] = {(char *)python, "-I", (char *)script, NULL};
+
+		dup2(in[0], 0);
+		dup2(op[1], 1);
+		close(in[1]);
+		close(op[0]);
+		execv(python, argv);
+		_exit(127);
+	}
+	close(in[0]);
+	close(op[1]);
+	c->in_fd = in[1];
+	c->out_fd = op[0];
+	while (!strstr(out, "ready\n")) {
+		struct pollfd p = {.fd = c->out_fd, .events = POLLIN};
+		ssize_t n;
+
+		if (poll(&p, 1, 30000) <= 0 || len + 1 >= sizeof(out))
+			return -ETIMEDOUT;
+		n = read(c->out_fd, out + len, sizeof(out) - 1 - len);
+		if (n <= 0)
+			return -EIO;
+		len += (size_t)n;
+		out[len] = '\0';
+	}
+	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		unsigned long long id;
+		char lab[32];
+
+		if (sscanf(line, "k %31s %llu", lab, &id) == 2 && c->n < PYOBJ_MAX_FACTS) {
+			snprintf(c->label[c->n], sizeof(c->label[0]), "%s", lab);
+			c->id[c->n++] = id;
+		}
+	}
+	return c->n ? 0 : -EPROTO;
+}
+
+/* id() the script printed for label; a missing label fails the test and reads as 0. */
+static uint64_t id_of(const struct pyobj_child *c, const char *label)
+{
+	for (int i = 0; i < c->n; i++)
+		if (!strcmp(c->label[i], label))
+			return c->id[i];
+	ct_test_fail(__FILE__, __LINE__, "no id printed for %s", label);
+	return 0;
+}
+
+/* Write script to the test's directory; start the interpreter; detect it. */
+static int start(const char *label, const char *python, const char *body, struct pyobj_child *c,
+		 struct ct_pyproc *p)
+{
+	char script[512];
+	FILE *fp;
+	int err;
+
+	snprintf(script, sizeof(script), "%s/pyobj_target.py", ct_test_tmpdir());
+	fp = fopen(script, "w");
+	if (!fp)
+		return -errno;
+	fputs(body, fp);
+	fclose(fp);
+	err = child_start(python, script, c);
+	if (!ASSERT_OK(err, "start interpreter"))
+		return err;
+	err = ct_py_detect(c->pid, p);
+	if (err == -EPERM)
+		fprintf(stderr, "  SKIP %s: process_vm_readv on a child refused\n", label);
+	else
+		ASSERT_OK(err, "ct_py_detect");
+	return err;
+}
+
+static void expect_attr(const struct pyobj_child *c, const struct ct_pyproc *p,
+			const struct ct_py_objoffsets *oo, const char *obj, const char *name,
+			const char *val_label)
+{
+	uint64_t v = 1;
+	int err = ct_py_getattr(c->pid, oo, &p->offsets, id_of(c, obj), name, &v);
+	char what[96];
+
+	snprintf(what, sizeof(what), "getattr(%s, %s)", obj, name);
+	if (!val_label) {
+		ASSERT_EQ(err, -ENOENT, what);
+		return;
+	}
+	if (ASSERT_OK(err, what))
+		ASSERT_EQ(v, id_of(c, val_label), what);
+}
+
+static void expect_key(const struct pyobj_child *c, const struct ct_pyproc *p,
+		       const struct ct_py_objoffsets *oo, const char *dict, const char *val,
+		       const char *key)
+{
+	char buf[64], what[96];
+	int err = ct_py_dict_key_of(c->pid, oo, &p->offsets, id_of(c, dict), id_of(c, val), buf,
+				    sizeof(buf));
+
+	snprintf(what, sizeof(what), "key of %s in %s", val, dict);
+	if (ASSERT_OK(err, what))
+		ASSERT_STREQ(buf, key, what);
+}
+
+static void expect_callable(const struct pyobj_child *c, const struct ct_pyproc *p,
+			    const struct ct_py_objoffsets *oo, const char *obj, const char *name)
+{
+	char buf[64], what[96];
+	int err = ct_py_callable_name(c->pid, oo, &p->offsets, id_of(c, obj), buf, sizeof(buf));
+
+	snprintf(what, sizeof(what), "callable name of %s", obj);
+	if (ASSERT_OK(err, what))
+		ASSERT_STREQ(buf, name, what);
+}
+
+static void check_objects(const char *label, const char *python, int minor)
+{
+	const struct ct_py_objoffsets *oo = ct_py_objoffsets_for(3, minor);
+	struct pyobj_child c = {.in_fd = -1, .out_fd = -1};
+	struct ct_pyproc *p;
+	char buf[64];
+	uint64_t v;
+
+	if (access(python, X_OK)) {
+		fprintf(stderr, "  SKIP %s: %s is not installed\n", label, python);
+		return;
+	}
+	ct_subtest(label);
+	p = calloc(1, sizeof(*p));
+	if (!ASSERT_NOT_NULL(p, "alloc") || !ASSERT_NOT_NULL(oo, "object offsets") ||
+	    start(label, python, pyobj_script, &c, p))
+		goto out;
+	ASSERT_EQ(p->minor, minor, "minor");
+	ASSERT_EQ(oo->minor, minor, "object offsets table");
+
+	/* Instance attributes, in each place the version keeps them. */
+	expect_attr(&c, p, oo, "h", "alpha", "h.alpha");
+	expect_attr(&c, p, oo, "h", "beta", "h.beta");
+	expect_attr(&c, p, oo, "h", "gamma", "h.gamma");
+	expect_attr(&c, p, oo, "h", "missing", NULL);
+	expect_attr(&c, p, oo, "h", "alph", NULL);
+	expect_attr(&c, p, oo, "h2", "beta", "h2.beta");
+	expect_attr(&c, p, oo, "h2", "gamma", NULL);
+	expect_attr(&c, p, oo, "h3", "alpha", NULL); /* deleted */
+	expect_attr(&c, p, oo, "h3", "beta", "h3.beta");
+	expect_attr(&c, p, oo, "hd", "alpha", "hd.alpha");
+	expect_attr(&c, p, oo, "hd", "delta", "hd.delta");
+	expect_attr(&c, p, oo, "la", "x", "la.x");
+	expect_attr(&c, p, oo, "la", "y", "la.y");
+	expect_attr(&c, p, oo, "ma", "a0", "ma.a0");
+	expect_attr(&c, p, oo, "ma", "a37", "ma.a37");
+	expect_attr(&c, p, oo, "tu", "tag", "tu.tag");
+	expect_attr(&c, p, oo, "nm", "__name__", "nm.name");
+	expect_attr(&c, p, oo, "par", "_modules", "par._modules");
+	/* Objects without an instance dict. */
+	expect_attr(&c, p, oo, "a", "x", NULL);
+	expect_attr(&c, p, oo, "len", "__name__", NULL);
+	ASSERT_EQ(ct_py_getattr(c.pid, oo, &p->offsets, id_of(&c, "h"), "", &v), -EINVAL,
+		  "empty name");
+
+	/* Keys of values: unicode and general tables, a deleted entry, an OrderedDict. */
+	expect_key(&c, p, oo, "ud", "b", "fc2");
+	expect_key(&c, p, oo, "ud", "c", "caf\xc3\xa9");
+	expect_key(&c, p, oo, "gd", "b", "fc1");
+	expect_key(&c, p, oo, "gd", "c", "fc2");
+	expect_key(&c, p, oo, "dd", "c", "z");
+	expect_key(&c, p, oo, "od", "b", "fc2");
+	expect_key(&c, p, oo, "par._modules", "par.fc2", "fc2");
+	expect_key(&c, p, oo, "par._modules", "par.0", "0");
+	ASSERT_EQ(ct_py_dict_key_of(c.pid, oo, &p->offsets, id_of(&c, "dd"), id_of(&c, "a"), buf,
+				    sizeof(buf)),
+		  -ENOENT, "deleted entry's value");
+	ASSERT_EQ(ct_py_dict_key_of(c.pid, oo, &p->offsets, id_of(&c, "gd"), id_of(&c, "e"), buf,
+				    sizeof(buf)),
+		  -EINVAL, "a tuple key is not a str");
+	ASSERT_EQ(ct_py_dict_key_of(c.pid, oo, &p->offsets, id_of(&c, "gd"), id_of(&c, "a"), buf,
+				    sizeof(buf)),
+		  -EINVAL, "an int key is not a str");
+	ASSERT_EQ(ct_py_dict_key_of(c.pid, oo, &p->offsets, id_of(&c, "h"), id_of(&c, "a"), buf,
+				    sizeof(buf)),
+		  -EINVAL, "not a dict");
+	ASSERT_EQ(ct_py_dict_key_of(c.pid, oo, &p->offsets, id_of(&c, "big"), id_of(&c, "a"), buf,
+				    sizeof(buf)),
+		  -E2BIG, "a dict over the bound");
+	if (ASSERT_OK(ct_py_module_name(c.pid, oo, &p->offsets, id_of(&c, "par"),
+					id_of(&c, "par.fc2"), buf, sizeof(buf)),
+		      "module name"))
+		ASSERT_STREQ(buf, "fc2", "module name");
+	ASSERT_EQ(ct_py_module_name(c.pid, oo, &p->offsets, id_of(&c, "par"), id_of(&c, "a"), buf,
+				    sizeof(buf)),
+		  -ENOENT, "not a child");
+	ASSERT_EQ(ct_py_module_name(c.pid, oo, &p->offsets, id_of(&c, "h"), id_of(&c, "a"), buf,
+				    sizeof(buf)),
+		  -ENOENT, "no _modules");
+
+	/* Callables of each kind, then the fallbacks. */
+	expect_callable(&c, p, oo, "len", "len");
+	expect_callable(&c, p, oo, "pyfunc", "pyfunc");
+	expect_callable(&c, p, oo, "bound", "meth");
+	expect_callable(&c, p, oo, "join", "join");
+	expect_callable(&c, p, oo, "Holder", "Holder");
+	expect_callable(&c, p, oo, "dict", "dict");
+	expect_callable(&c, p, oo, "nm", "add.Tensor");
+	expect_callable(&c, p, oo, "h", "Holder");
+	expect_callable(&c, p, oo, "a", "object");
+	if (ASSERT_OK(ct_py_callable_name(c.pid, oo, &p->offsets, id_of(&c, "len"), buf, 3),
+		      "truncated"))
+		ASSERT_STREQ(buf, "le", "truncated name");
+	ASSERT_LT(ct_py_callable_name(c.pid, oo, &p->offsets, 8, buf, sizeof(buf)), 0,
+		  "unreadable object");
+out:
+	child_stop(&c);
+	free(p);
+}
+
+static const char *pyenv_python(char *buf, size_t len, const char *ver, const char *exe)
+{
+	const char *root = getenv("PYENV_ROOT");
+
+	snprintf(buf, len, "%s/versions/%s/bin/%s", root ? root : "/root/.pyenv", ver, exe);
+	return buf;
+}
+
+TEST(pyobj_cpython_3_10)
+{
+	char b[512];
+
+	check_objects("pyenv 3.10", pyenv_python(b, sizeof(b), "3.10.13", "python3.10"), 10);
+}
+
+TEST(pyobj_cpython_3_11)
+{
+	char b[512];
+
+	check_objects("pyenv 3.11", pyenv_python(b, sizeof(b), "3.11.7", "python3.11"), 11);
+}
+
+TEST(pyobj_cpython_3_11_debian)
+{
+	check_objects("debian 3.11", "/usr/bin/python3.11", 11);
+}
+
+TEST(pyobj_cpython_3_12)
+{
+	char b[512];
+
+	check_objects("pyenv 3.12", pyenv_python(b, sizeof(b), "3.12.1", "python3.12"), 12);
+}
+
+TEST(pyobj_cpython_3_13)
+{
+	char b[512];
+
+	check_objects("pyenv 3.13", pyenv_python(b, sizeof(b), "3.13.0", "python3.13"), 13);
+}
+
+/* torch 1.13 on Debian's 3.11: nn.Module trees keep children in an OrderedDict _modules. */
+TEST(pyobj_torch_modules)
+{
+	const char *python = "/usr/bin/python3.11";
+	const struct ct_py_objoffsets *oo = ct_py_objoffsets_for(3, 11);
+	struct pyobj_child c = {.in_fd = -1, .out_fd = -1};
+	struct ct_pyproc *p;
+	char buf[64];
+	uint64_t v;
+
+	/* Debian's python3-torch; other pythons here have no torch. */
+	if (access(python, X_OK) ||
+	    access("/usr/lib/python3/dist-packages/torch/__init__.py", R_OK)) {
+		fprintf(stderr, "  SKIP: no torch for %s\n", python);
+		return;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!ASSERT_NOT_NULL(p, "alloc") || start("torch", python, pyobj_torch_script, &c, p))
+		goto out;
+	if (ASSERT_OK(ct_py_module_name(c.pid, oo, &p->offsets, id_of(&c, "net"), id_of(&c, "fc2"),
+					buf, sizeof(buf)),
+		      "fc2 in net"))
+		ASSERT_STREQ(buf, "fc2", "fc2 in net");
+	if (ASSERT_OK(ct_py_module_name(c.pid, oo, &p->offsets, id_of(&c, "net"),
+					id_of(&c, "blocks"), buf, sizeof(buf)),
+		      "blocks in net"))
+		ASSERT_STREQ(buf, "blocks", "blocks in net");
+	if (ASSERT_OK(ct_py_module_name(c.pid, oo, &p->offsets, id_of(&c, "blocks"),
+					id_of(&c, "blk1"), buf, sizeof(buf)),
+		      "1 in ModuleList"))
+		ASSERT_STREQ(buf, "1", "1 in ModuleList");
+	if (ASSERT_OK(ct_py_module_name(c.pid, oo, &p->offsets, id_of(&c, "seq"), id_of(&c, "seq0"),
+					buf, sizeof(buf)),
+		      "0 in Sequential"))
+		ASSERT_STREQ(buf, "0", "0 in Sequential");
+	ASSERT_EQ(ct_py_module_name(c.pid, oo, &p->offsets, id_of(&c, "net"), id_of(&c, "seq1"),
+				    buf, sizeof(buf)),
+		  -ENOENT, "not a child of net");
+	if (ASSERT_OK(ct_py_getattr(c.pid, oo, &p->offsets, id_of(&c, "net"), "training", &v),
+		      "net.training"))
+		ASSERT_EQ(v, id_of(&c, "training"), "net.training is the bool");
+	expect_callable(&c, p, oo, "linear", "linear");
+	expect_callable(&c, p, oo, "gelu", "gelu");
+	expect_callable(&c, p, oo, "add", "add.Tensor"); /* OpOverload's instance __name__ */
+	expect_callable(&c, p, oo, "fc1", "Linear");
+out:
+	child_stop(&c);
+	free(p);
+}

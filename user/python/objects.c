@@ -1,0 +1,456 @@
+// SPDX-License-Identifier: MIT
+/* Names of the objects Python frames point to, read from the target with process_vm_readv. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commtrace/pyoffsets.h"
+#include "python/objects.h"
+#include "python/pyproc.h"
+#include "python/symbolize.h"
+
+#define PY_TPNAME_MAX 64    /* type names compared against ("builtin_function_or_method") */
+#define PY_KEYS_HDR_MAX 64  /* PyDictKeysObject up to dk_indices: 40 (3.10), 32 after */
+#define PY_STR_HDR_MAX 128  /* PyASCIIObject: 48 (3.10/3.11), 40 after */
+#define PY_DICT_LOG2_MAX 30 /* no dict here has a billion slots: garbage, not a table */
+#define PY_CALLABLE_DEPTH 2 /* a bound method of a bound method is as deep as it goes */
+
+/* One dict's entries as the scan needs them: where they are and how to read a pair. */
+struct dict_view {
+	uint64_t entries;  /* address of entry 0 */
+	uint64_t values;   /* split table: address of value 0, else 0 */
+	uint32_t nentries; /* entries in use or deleted (dk_nentries) */
+	uint32_t nvalues;  /* values readable at values (bounds nentries of a split table) */
+	uint16_t esize, ekey, evalue;
+};
+
+/* What a scan is looking for: a str key equal to name, or the key of a value. */
+struct dict_match {
+	const char *name;
+	size_t name_len;
+	uint64_t value;
+	uint64_t str_type; /* the target's str type, once a key's tp_name said "str" */
+	uint64_t found_key, found_value;
+};
+
+static int rd64(pid_t pid, uint64_t addr, uint64_t *v)
+{
+	return ct_py_read_mem(pid, addr, v, sizeof(*v));
+}
+
+static int read_type(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		     uint64_t obj, uint64_t *type, uint64_t *flags)
+{
+	int err = rd64(pid, obj + o->object_type, type);
+
+	if (!err && !*type)
+		err = -EINVAL;
+	if (!err)
+		err = rd64(pid, *type + oo->type_flags, flags);
+	return err;
+}
+
+static int type_name(pid_t pid, const struct ct_py_offsets *o, uint64_t type, char *buf, size_t len)
+{
+	uint64_t np;
+	int err = rd64(pid, type + o->type_name, &np);
+
+	if (!err)
+		err = ct_py_read_cstr(pid, np, buf, len);
+	return err;
+}
+
+/*
+ * Keys object to view. 3.10: dk_size slots of 1/2/4/8-byte indices (by dk_size, as
+ * Objects/dict-common.h's DK_IXSIZE), general entries only. 3.11+: 1 << dk_log2_index_bytes
+ * bytes of indices, then general or unicode entries by dk_kind (the rule the generator
+ * checked against DK_ENTRIES()).
+ */
+static int keys_view(pid_t pid, const struct ct_py_objoffsets *oo, uint64_t keys,
+		     struct dict_view *v)
+{
+	uint8_t hdr[PY_KEYS_HDR_MAX];
+	uint64_t size, ixbytes;
+	int64_t n;
+	int err;
+
+	if (!keys || oo->keys_indices > sizeof(hdr) ||
+	    (size_t)oo->keys_nentries + 8 > oo->keys_indices ||
+	    (oo->keys_size != CT_PY_NONE && (size_t)oo->keys_size + 8 > oo->keys_indices) ||
+	    (oo->keys_size == CT_PY_NONE &&
+	     (oo->keys_log2_size >= oo->keys_indices ||
+	      oo->keys_log2_index_bytes >= oo->keys_indices || oo->keys_kind >= oo->keys_indices)))
+		return -EINVAL;
+	err = ct_py_read_mem(pid, keys, hdr, oo->keys_indices);
+	if (err)
+		return err;
+	memcpy(&n, hdr + oo->keys_nentries, sizeof(n));
+	v->esize = oo->entry_size;
+	v->ekey = oo->entry_key;
+	v->evalue = oo->entry_value;
+	if (oo->keys_size != CT_PY_NONE) {
+		int64_t sz;
+
+		memcpy(&sz, hdr + oo->keys_size, sizeof(sz));
+		if (sz < 8 || sz > (1LL << PY_DICT_LOG2_MAX) || (sz & (sz - 1)))
+			return -EINVAL;
+		size = (uint64_t)sz;
+		ixbytes = size * (size <= 0xff ? 1 : size <= 0xffff ? 2 : 4);
+	} else {
+		uint8_t l2 = hdr[oo->keys_log2_size], l2ix = hdr[oo->keys_log2_index_bytes];
+		uint8_t kind = hdr[oo->keys_kind];
+
+		/* An index is 1 to 8 bytes: log2 of the index bytes is log2_size + 0..3. */
+		if (l2 > PY_DICT_LOG2_MAX || l2ix < l2 || l2ix > l2 + 3)
+			return -EINVAL;
+		if (kind != oo->kind_general && kind != oo->kind_unicode && kind != oo->kind_split)
+			return -EINVAL;
+		size = 1ULL << l2;
+		ixbytes = 1ULL << l2ix;
+		if (kind != oo->kind_general) {
+			v->esize = oo->uentry_size;
+			v->ekey = oo->uentry_key;
+			v->evalue = oo->uentry_value;
+		}
+	}
+	if (n < 0 || (uint64_t)n > size)
+		return -EINVAL;
+	if (n > CT_PY_DICT_MAX)
+		return -E2BIG;
+	v->nentries = (uint32_t)n;
+	v->entries = keys + oo->keys_indices + ixbytes;
+	v->values = 0;
+	v->nvalues = 0;
+	return 0;
+}
+
+/* Split values (PyDictValues) of keys; 3.13 says how many it holds. */
+static int values_view(pid_t pid, const struct ct_py_objoffsets *oo, uint64_t keys, uint64_t values,
+		       struct dict_view *v)
+{
+	int err = keys_view(pid, oo, keys, v);
+
+	if (err)
+		return err;
+	v->values = values + oo->values_array;
+	v->nvalues = v->nentries;
+	if (oo->values_capacity != CT_PY_NONE) {
+		uint8_t cap;
+
+		err = ct_py_read_mem(pid, values + oo->values_capacity, &cap, 1);
+		if (err)
+			return err;
+		if (cap < v->nvalues)
+			v->nvalues = cap;
+	}
+	return 0;
+}
+
+static int dict_view(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		     uint64_t dict, struct dict_view *v)
+{
+	uint64_t type, flags, keys, values;
+	int err = read_type(pid, oo, o, dict, &type, &flags);
+
+	if (err)
+		return err;
+	/* Subclasses too: OrderedDict (torch 1.13's _modules) starts with a PyDictObject. */
+	if (!(flags & oo->tpflags_dict_subclass))
+		return -EINVAL;
+	err = rd64(pid, dict + oo->dict_keys, &keys);
+	if (!err)
+		err = rd64(pid, dict + oo->dict_values, &values);
+	if (err)
+		return err;
+	return values ? values_view(pid, oo, keys, values, v) : keys_view(pid, oo, keys, v);
+}
+
+/* Is key a str equal to m->name? Only ASCII names are looked up, so only compact ASCII
+ * keys can match: the header alone rejects most keys (type, kind, length). */
+static bool key_is(pid_t pid, const struct ct_py_offsets *o, struct dict_match *m, uint64_t key)
+{
+	uint8_t hdr[PY_STR_HDR_MAX];
+	char data[CT_PY_ATTR_MAX];
+	uint64_t type;
+	int64_t slen;
+	uint32_t state;
+
+	if (o->unicode_ascii_data > sizeof(hdr) ||
+	    (size_t)o->unicode_length + 8 > o->unicode_ascii_data ||
+	    (size_t)o->unicode_state + 4 > o->unicode_ascii_data ||
+	    (size_t)o->object_type + 8 > o->unicode_ascii_data)
+		return false;
+	if (ct_py_read_mem(pid, key, hdr, o->unicode_ascii_data))
+		return false;
+	memcpy(&type, hdr + o->object_type, sizeof(type));
+	memcpy(&slen, hdr + o->unicode_length, sizeof(slen));
+	memcpy(&state, hdr + o->unicode_state, sizeof(state));
+	if (slen < 0 || (uint64_t)slen != m->name_len || !(state >> CT_PY_STATE_COMPACT_BIT & 1) ||
+	    !(state >> CT_PY_STATE_ASCII_BIT & 1))
+		return false;
+	if (type != m->str_type) {
+		char tn[PY_TPNAME_MAX];
+
+		/* str is a static type: confirmed once, a compare after that. */
+		if (m->str_type || !type || type_name(pid, o, type, tn, sizeof(tn)) ||
+		    strcmp(tn, "str"))
+			return false;
+		m->str_type = type;
+	}
+	if (ct_py_read_mem(pid, key + o->unicode_ascii_data, data, m->name_len))
+		return false;
+	return !memcmp(data, m->name, m->name_len);
+}
+
+/* Walk the entries (one read, plus one for split values) until m is satisfied. */
+static int dict_scan(pid_t pid, const struct ct_py_offsets *o, const struct dict_view *v,
+		     struct dict_match *m)
+{
+	uint8_t *ents = NULL;
+	uint64_t *vals = NULL;
+	int err = -ENOENT;
+
+	if (!v->nentries)
+		return -ENOENT;
+	if (v->esize < 16 || (size_t)v->ekey + 8 > v->esize || (size_t)v->evalue + 8 > v->esize)
+		return -EINVAL;
+	ents = malloc((size_t)v->nentries * v->esize);
+	if (v->values && v->nvalues)
+		vals = malloc((size_t)v->nvalues * sizeof(*vals));
+	if (!ents || (v->values && v->nvalues && !vals)) {
+		err = -ENOMEM;
+		goto out;
+	}
+	if (ct_py_read_mem(pid, v->entries, ents, (size_t)v->nentries * v->esize) ||
+	    (vals && ct_py_read_mem(pid, v->values, vals, (size_t)v->nvalues * sizeof(*vals)))) {
+		err = -EFAULT;
+		goto out;
+	}
+	for (uint32_t i = 0; i < v->nentries; i++) {
+		uint64_t key, val = 0;
+
+		memcpy(&key, ents + (size_t)i * v->esize + v->ekey, sizeof(key));
+		if (!v->values)
+			memcpy(&val, ents + (size_t)i * v->esize + v->evalue, sizeof(val));
+		else if (i < v->nvalues && vals)
+			val = vals[i];
+		/* A deleted entry has no key; a split slot this instance never set, no value. */
+		if (!key || !val)
+			continue;
+		if (m->name ? key_is(pid, o, m, key) : val == m->value) {
+			m->found_key = key;
+			m->found_value = val;
+			err = 0;
+			break;
+		}
+	}
+out:
+	free(ents);
+	free(vals);
+	return err;
+}
+
+/* The instance attributes of obj, wherever this version keeps them. */
+static int instance_attrs(pid_t pid, const struct ct_py_objoffsets *oo,
+			  const struct ct_py_offsets *o, uint64_t obj, struct dict_view *v)
+{
+	uint64_t type, flags, slot, keys;
+	int64_t off;
+	int err = read_type(pid, oo, o, obj, &type, &flags);
+
+	if (err)
+		return err;
+	if (oo->tpflags_managed_dict && (flags & oo->tpflags_managed_dict)) {
+		/* 3.11+: the slot 3 words before the object (past the GC header's end). */
+		err = rd64(pid, obj + (uint64_t)(int64_t)oo->managed_dict, &slot);
+		if (err)
+			return err;
+		if (oo->managed_values_tag && (slot & oo->managed_values_tag)) {
+			/* 3.12: no dict yet, the slot holds the values pointer - tag. */
+			err = rd64(pid, type + oo->ht_cached_keys, &keys);
+			return err ? err
+				   : values_view(pid, oo, keys, slot + oo->managed_values_tag, v);
+		}
+		/* A materialized dict is authoritative (3.13: it may share the inline values). */
+		if (slot)
+			return dict_view(pid, oo, o, slot, v);
+		if (oo->managed_values) {
+			/* 3.11: values in the slot before the dict's. */
+			err = rd64(pid, obj + (uint64_t)(int64_t)oo->managed_values, &slot);
+			if (err || !slot)
+				return err ? err : -ENOENT;
+		} else if (oo->inline_values != CT_PY_NONE && (flags & oo->tpflags_inline_values)) {
+			uint8_t valid;
+
+			/* 3.13: embedded right after the object; invalid once a dict took over. */
+			slot = obj + oo->inline_values;
+			err = ct_py_read_mem(pid, slot + oo->values_valid, &valid, 1);
+			if (err || !valid)
+				return err ? err : -ENOENT;
+		} else {
+			return -ENOENT;
+		}
+		err = rd64(pid, type + oo->ht_cached_keys, &keys);
+		return err ? err : values_view(pid, oo, keys, slot, v);
+	}
+	err = rd64(pid, type + oo->type_dictoffset, (uint64_t *)&off);
+	if (err)
+		return err;
+	if (!off)
+		return -ENOENT;
+	if (off < 0) {
+		/* From the end of a variable-size object, as _PyObject_GetDictPtr() computes it:
+		 * basicsize + |ob_size| * itemsize, rounded up to a pointer. */
+		int64_t size, base, item;
+
+		err = rd64(pid, obj + oo->var_size, (uint64_t *)&size);
+		if (!err)
+			err = rd64(pid, type + oo->type_basicsize, (uint64_t *)&base);
+		if (!err)
+			err = rd64(pid, type + oo->type_itemsize, (uint64_t *)&item);
+		if (err)
+			return err;
+		if (size < 0)
+			size = -size;
+		if (base < 0 || item < 0 || size > (1LL << 40) || item > (1LL << 20))
+			return -EINVAL;
+		off += (base + size * item + 7) & ~7LL;
+	}
+	err = rd64(pid, obj + (uint64_t)off, &slot);
+	if (err || !slot)
+		return err ? err : -ENOENT;
+	return dict_view(pid, oo, o, slot, v);
+}
+
+int ct_py_getattr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		  uint64_t obj, const char *name, uint64_t *value)
+{
+	struct dict_match m = {.name = name};
+	struct dict_view v;
+	int err;
+
+	*value = 0;
+	if (!oo || !o || !obj || !name)
+		return -EINVAL;
+	m.name_len = strnlen(name, CT_PY_ATTR_MAX);
+	if (!m.name_len || m.name_len >= CT_PY_ATTR_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i < m.name_len; i++)
+		if ((unsigned char)name[i] >= 0x80)
+			return -EINVAL; /* only compact ASCII keys are compared */
+	err = instance_attrs(pid, oo, o, obj, &v);
+	if (!err)
+		err = dict_scan(pid, o, &v, &m);
+	if (!err)
+		*value = m.found_value;
+	return err;
+}
+
+int ct_py_dict_key_of(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		      uint64_t dict, uint64_t value, char *buf, size_t len)
+{
+	struct dict_match m = {.value = value};
+	struct dict_view v;
+	int err;
+
+	if (!len)
+		return -EINVAL;
+	buf[0] = '\0';
+	if (!oo || !o || !dict || !value)
+		return -EINVAL;
+	err = dict_view(pid, oo, o, dict, &v);
+	if (!err)
+		err = dict_scan(pid, o, &v, &m);
+	if (!err)
+		err = ct_py_read_str(pid, o, m.found_key, buf, len);
+	return err;
+}
+
+int ct_py_module_name(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		      uint64_t parent, uint64_t child, char *buf, size_t len)
+{
+	uint64_t modules;
+	int err;
+
+	if (!len)
+		return -EINVAL;
+	buf[0] = '\0';
+	err = ct_py_getattr(pid, oo, o, parent, "_modules", &modules);
+	if (!err)
+		err = ct_py_dict_key_of(pid, oo, o, modules, child, buf, len);
+	return err;
+}
+
+static bool name_in(const char *name, const char *const *list)
+{
+	for (; *list; list++)
+		if (!strcmp(name, *list))
+			return true;
+	return false;
+}
+
+/* PyCFunctionObject and the types that start with one (PyCMethodObject, Cython's). */
+static const char *const cfunc_types[] = {"builtin_function_or_method", "builtin_method",
+					  "cython_function_or_method", NULL};
+/* PyDescr_COMMON: d_name. */
+static const char *const descr_types[] = {"method_descriptor", "classmethod_descriptor",
+					  "wrapper_descriptor", NULL};
+
+static int callable_name(pid_t pid, const struct ct_py_objoffsets *oo,
+			 const struct ct_py_offsets *o, uint64_t obj, char *buf, size_t len,
+			 int depth)
+{
+	char tn[PY_TPNAME_MAX];
+	uint64_t type, flags, p;
+	int err = read_type(pid, oo, o, obj, &type, &flags);
+
+	if (!err)
+		err = type_name(pid, o, type, tn, sizeof(tn));
+	if (err)
+		return err;
+	if (name_in(tn, cfunc_types)) {
+		err = rd64(pid, obj + oo->cfunc_ml, &p);
+		if (!err && p)
+			err = rd64(pid, p + oo->methoddef_name, &p);
+		if (!err && p && !ct_py_read_cstr(pid, p, buf, len) && buf[0])
+			return 0;
+	} else if (!strcmp(tn, "function")) {
+		if (!rd64(pid, obj + oo->func_name, &p) && !ct_py_read_str(pid, o, p, buf, len))
+			return 0;
+	} else if (!strcmp(tn, "method")) {
+		if (depth < PY_CALLABLE_DEPTH && !rd64(pid, obj + oo->method_func, &p) && p &&
+		    !callable_name(pid, oo, o, p, buf, len, depth + 1))
+			return 0;
+	} else if (name_in(tn, descr_types)) {
+		if (!rd64(pid, obj + oo->descr_name, &p) && !ct_py_read_str(pid, o, p, buf, len))
+			return 0;
+	} else if (flags & oo->tpflags_type_subclass) {
+		/* A class: its own tp_name, "module.Name" for static types, the name for heap. */
+		char cn[CT_PY_NAME_MAX];
+
+		if (!type_name(pid, o, obj, cn, sizeof(cn))) {
+			const char *dot = strrchr(cn, '.');
+
+			snprintf(buf, len, "%s", dot ? dot + 1 : cn);
+			return 0;
+		}
+	}
+	/* torch 2.x OpOverload / OpOverloadPacket keep __name__ in the instance dict. */
+	if (!ct_py_getattr(pid, oo, o, obj, "__name__", &p) && !ct_py_read_str(pid, o, p, buf, len))
+		return 0;
+	snprintf(buf, len, "%s", tn);
+	return 0;
+}
+
+int ct_py_callable_name(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+			uint64_t obj, char *buf, size_t len)
+{
+	if (!len)
+		return -EINVAL;
+	buf[0] = '\0';
+	if (!oo || !o || !obj)
+		return -EINVAL;
+	return callable_name(pid, oo, o, obj, buf, len, 0);
+}

@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Naming the objects a Python frame points to. The BPF walker sends, per frame, `self`
+ * (localsplus[0]) and `arg1` (localsplus[1]); at a collective user space wants the name of
+ * the op being dispatched ("linear", "add.Tensor") and the attribute name of an nn.Module
+ * in its parent ("fc2"). Everything is read from the target with process_vm_readv: the
+ * instance __dict__ only (no descriptors, no class lookup, no code run in the target), every
+ * read checked, dicts bounded to CT_PY_DICT_MAX entries. The layouts are the generated
+ * struct ct_py_objoffsets of the version (ct_py_objoffsets_for(), pyoffsets.h).
+ *
+ * Errors: -ESRCH/-EFAULT/-EPERM (unreadable), -EINVAL (not the kind of object expected),
+ * -ENOENT (no such attribute / key / no instance dict), -E2BIG (a dict over the bound).
+ */
+#ifndef CT_PYTHON_OBJECTS_H
+#define CT_PYTHON_OBJECTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "commtrace/pyabi.h"
+#include "commtrace/pyobjabi.h"
+
+#define CT_PY_DICT_MAX 4096 /* entries scanned in one dict: bigger is refused (-E2BIG) */
+#define CT_PY_ATTR_MAX 128  /* longest attribute name ct_py_getattr() looks up */
+
+/*
+ * __name__ of a callable: a builtin's PyMethodDef.ml_name, a Python function's func_name, a
+ * bound method's function's, a method descriptor's d_name, a class's own name, else a
+ * str "__name__" in the instance dict (torch 2.x OpOverload), else the type's tp_name. 0
+ * with a name in buf, or -errno when not even the type could be read.
+ */
+int ct_py_callable_name(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+			uint64_t obj, char *buf, size_t len);
+
+/*
+ * The value (a PyObject address) of attribute name in the instance __dict__ of obj: 3.10 at
+ * tp_dictoffset; 3.11+ managed dicts (a dict before the object, or values shared with the
+ * type's cached keys: before the object in 3.11/3.12, inline after it in 3.13).
+ */
+int ct_py_getattr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		  uint64_t obj, const char *name, uint64_t *value);
+
+/* The str key under which dict (a dict or subclass, e.g. OrderedDict) holds value. */
+int ct_py_dict_key_of(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		      uint64_t dict, uint64_t value, char *buf, size_t len);
+
+/*
+ * The attribute name of nn.Module child in parent: its key in parent._modules ("fc2", "0").
+ * On error the caller falls back to the class name.
+ */
+int ct_py_module_name(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		      uint64_t parent, uint64_t child, char *buf, size_t len);
+
+#endif
