@@ -182,20 +182,6 @@ static __always_inline __u64 eval_loc(const struct ct_args *args, const struct c
 	return 0;
 }
 
-/*
- * Three passes: plain reads first, then what is keyed by the communicator
- * (which a plain read produced), then sums and indexes sized by the
- * communicator.
- */
-static __always_inline int loc_phase(__u8 op)
-{
-	if (op == CT_LOC_COMMINFO)
-		return 1;
-	if (op == CT_LOC_SUM || op == CT_LOC_INDEX)
-		return 2;
-	return 0;
-}
-
 struct ct_vals {
 	__u64 v[CT_NVAL];
 };
@@ -214,9 +200,8 @@ struct decode_ctx {
 };
 
 /*
- * One (phase, slot) per bpf_loop() iteration: the callback is verified once.
- * Unrolled, 3 phases x 12 slots x the branches of eval_loc() exceeded the
- * verifier's 1M-instruction budget.
+ * One slot per bpf_loop() iteration, in the order user space computed: the
+ * callback is verified once, and a probe pays only for the slots it uses.
  */
 static long decode_slot(__u64 idx, void *data)
 {
@@ -224,32 +209,23 @@ static long decode_slot(__u64 idx, void *data)
 	const struct ct_probe_spec *spec;
 	const struct ct_loc *l;
 	struct ct_vals *out;
-	__u32 zero = 0, phase = 0, i = (__u32)idx;
+	__u32 zero = 0, i;
 
-	/* No division: the verifier cannot bound a remainder. */
-	if (i >= 2 * CT_NVAL) {
-		phase = 2;
-		i -= 2 * CT_NVAL;
-	} else if (i >= CT_NVAL) {
-		phase = 1;
-		i -= CT_NVAL;
-	}
 	out = bpf_map_lookup_elem(&decoded, &zero);
 	spec = bpf_map_lookup_elem(&probe_specs, &c->probe_id);
-	if (!out || !spec)
+	if (!out || !spec || idx >= CT_NVAL)
 		return 1;
+	i = spec->order[idx];
 	asm volatile("" : "+r"(i)); /* keep the bound check on the register that indexes */
 	if (i >= CT_NVAL)
 		return 1;
 	l = &spec->val[i];
-	if (l->op == CT_LOC_NONE || loc_phase(l->op) != phase)
-		return 0;
 	out->v[i] = eval_loc(&c->args, l, c->tgid, out->v);
 	return 0;
 }
 
 /* Leaves the values of the probe's slots in the per-CPU `decoded` slot. */
-static __always_inline int decode_args(struct pt_regs *ctx, __u32 probe_id, __u32 tgid)
+static __always_inline int decode_args(struct pt_regs *ctx, __u32 probe_id, __u32 tgid, __u32 n)
 {
 	struct decode_ctx c = {.probe_id = probe_id, .tgid = tgid};
 	struct ct_vals *out;
@@ -259,8 +235,10 @@ static __always_inline int decode_args(struct pt_regs *ctx, __u32 probe_id, __u3
 	if (!out)
 		return -1;
 	__builtin_memset(out, 0, sizeof(*out));
+	if (!n)
+		return 0;
 	read_args(ctx, &c.args);
-	bpf_loop(3 * CT_NVAL, decode_slot, &c, 0);
+	bpf_loop(n, decode_slot, &c, 0);
 	return 0;
 }
 

@@ -209,7 +209,7 @@ int ct_entry(struct pt_regs *ctx)
 
 	fill_hdr(&ev->hdr, CT_EV_CALL, probe_id, pid_tgid, depth, ts);
 	bpf_get_current_comm(ev->comm, sizeof(ev->comm));
-	decode_args(ctx, probe_id, pid_tgid >> 32);
+	decode_args(ctx, probe_id, pid_tgid >> 32, spec->n_order);
 	v = bpf_map_lookup_elem(&decoded, &zero);
 	if (v)
 		__builtin_memcpy(ev->val, v->v, sizeof(ev->val));

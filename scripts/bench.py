@@ -87,7 +87,7 @@ def bench_mpi():
     probe = (f"uprobe:{LIBMPI}:MPI_Allreduce {{ @s[tid] = nsecs; }} "
              f"uretprobe:{LIBMPI}:MPI_Allreduce /@s[tid]/ "
              f"{{ @lat = hist(nsecs - @s[tid]); delete(@s[tid]); }}")
-    for size, calls in ((8, 20000), (1 << 20, 400)):
+    for size, calls in ((8, 200000), (1 << 20, 4000)):
         cmd = MPIRUN + [str(PROGS / "mpi_bench"), str(calls), str(size)]
         rows = [
             ("untraced", median(lambda: run(cmd, "ns_per_call"))),

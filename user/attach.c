@@ -73,6 +73,10 @@ static void fill_spec(struct ct_probe_spec *spec, uint32_t id)
 	spec->flags = fn->flags;
 	spec->func_id = id;
 	memcpy(spec->val, fn->val, sizeof(spec->val));
+	for (int phase = 0; phase < 3; phase++)
+		for (int i = 0; i < CT_NVAL; i++)
+			if (fn->val[i].op != CT_LOC_NONE && ct_loc_phase(fn->val[i].op) == phase)
+				spec->order[spec->n_order++] = (__u8)i;
 }
 
 int ct_bpf_open_load(struct ct_session *s)

@@ -14,7 +14,7 @@
 
 _Static_assert(sizeof(struct ct_hdr) == 24, "ct_hdr layout");
 _Static_assert(sizeof(struct ct_loc) == 8, "ct_loc layout");
-_Static_assert(sizeof(struct ct_probe_spec) == 8 + 8 * CT_NVAL, "ct_probe_spec layout");
+_Static_assert(sizeof(struct ct_probe_spec) == 8 + 8 * CT_NVAL + 16, "ct_probe_spec layout");
 _Static_assert(sizeof(struct ct_call_event) == 24 + 16 + 8 * CT_NVAL + 8 + 32 * CT_PY_MAX_FRAMES,
 	       "ct_call_event layout");
 _Static_assert(sizeof(struct ct_pyframe_raw) == 32, "ct_pyframe_raw layout");

@@ -309,7 +309,7 @@ static int trace(struct ct_session *s)
 		}
 		if (attach_ldso_self(s))
 			fprintf(stderr, "commtrace-bpf: warning: no dynamic-linker probe; libraries "
-					"loaded later are found by polling every 0.5 s\n");
+					"loaded later are found by polling every 2 s\n");
 	}
 	nprobes = count_probes(s, libs, sizeof(libs));
 	if (o->cmd)
@@ -348,7 +348,7 @@ static int trace(struct ct_session *s)
 			ct_export_summary(s, stderr, false);
 			next_live = now + (uint64_t)(o->interval * 1e9);
 		}
-		if (now - last_check >= 500000000ULL) {
+		if (now - last_check >= 2000000000ULL) {
 			last_check = now;
 			check_liveness(s);
 			/* Libraries mapped without the dynamic linker's notice (rare). */

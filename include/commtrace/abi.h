@@ -100,6 +100,20 @@ struct ct_loc {
 	__u16 off2;
 };
 
+/*
+ * Evaluation order of the slots: plain reads first, then what is keyed by the
+ * communicator (which a plain read produced), then sums and indexes sized by
+ * the communicator. User space lists a probe's slots in this order (order[]).
+ */
+static inline int ct_loc_phase(__u8 op)
+{
+	if (op == CT_LOC_COMMINFO)
+		return 1;
+	if (op == CT_LOC_SUM || op == CT_LOC_INDEX)
+		return 2;
+	return 0;
+}
+
 /* Probe flags. */
 #define CT_PF_RETPROBE	(1u << 0) /* the program instance is the uretprobe */
 #define CT_PF_OUT_PTR	(1u << 1) /* at return, read the u64 at val[CT_V_OUT] into ret.out */
@@ -112,6 +126,13 @@ struct ct_probe_spec {
 	__u16 flags;
 	__u32 func_id; /* index into the user-space function catalog */
 	struct ct_loc val[CT_NVAL];
+	/*
+	 * The slots to evaluate, in dependency order (plain reads, then what the
+	 * communicator gives, then sums and indexes), so BPF visits only those.
+	 */
+	__u8 n_order;
+	__u8 order[CT_NVAL];
+	__u8 pad[3];
 };
 
 /* Communicators whose size and rank were seen at creation (NCCL, HCCL). */
