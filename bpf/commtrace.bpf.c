@@ -133,7 +133,8 @@ static __always_inline int emit_dlopen(__u64 pid_tgid, __u32 probe_id)
 	__builtin_memset(ev, 0, sizeof(*ev));
 	fill_hdr(&ev->hdr, CT_EV_DLOPEN, probe_id, pid_tgid, 0, bpf_ktime_get_ns());
 	bpf_get_current_comm(ev->comm, sizeof(ev->comm));
-	bpf_ringbuf_submit(ev, 0);
+	/* New libraries are attached at once: the sooner, the fewer calls missed. */
+	bpf_ringbuf_submit(ev, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 
@@ -337,7 +338,7 @@ static __always_inline int emit_proc(__u8 type, struct task_struct *task, __u32 
 	ev->child = child;
 	ev->exit_code = code;
 	BPF_CORE_READ_STR_INTO(&ev->comm, task, comm);
-	bpf_ringbuf_submit(ev, 0);
+	bpf_ringbuf_submit(ev, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 

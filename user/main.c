@@ -333,7 +333,13 @@ static int trace(struct ct_session *s)
 	while (!stop_signal) {
 		uint64_t now;
 
+		/*
+		 * Calls do not wake us one by one (bpf/commtrace.bpf.c): the timeout is the
+		 * batch period, and what is there is read whether or not a wakeup came.
+		 */
 		err = ring_buffer__poll(s->rb, 100);
+		if (err >= 0)
+			err = ring_buffer__consume(s->rb);
 		if (err < 0 && err != -EINTR) {
 			fprintf(stderr, "commtrace-bpf: polling the ring buffer: %s\n",
 				strerror(-err));
