@@ -3,6 +3,13 @@
 # `make bench` runs the benchmarks; `make demo` runs the tracer on the bundled workload.
 
 OUTPUT   := build
+BIN      := commtrace-bpf
+# make SANITIZE=1: an AddressSanitizer + UBSan build, apart in build/asan/ (make test-asan).
+ifeq ($(SANITIZE),1)
+OUTPUT   := build/asan
+BIN      := build/asan/commtrace-bpf
+SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
 ARCH     := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 CLANG    ?= clang
 BPFTOOL  ?= $(shell command -v bpftool || echo /usr/sbin/bpftool)
@@ -13,7 +20,7 @@ VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 
 CJSON_CFLAGS := $(shell pkg-config --cflags libcjson 2>/dev/null || echo -I/usr/include/cjson)
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
+CFLAGS   += $(SAN_FLAGS) -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
 	    -MMD -MP -Iinclude -Iuser -I$(OUTPUT) $(CJSON_CFLAGS) -DCT_VERSION='"$(VERSION)"'
 LDLIBS   += -lbpf -lelf -lz -lcjson -lstdc++ -lpthread -lm
 
@@ -41,8 +48,8 @@ PROG_BINS := $(patsubst tests/progs/%.c,$(OUTPUT)/progs/%,$(filter-out tests/pro
 PROGS     := $(PROG_MPI) $(PROG_LIBS) $(PROG_BINS)
 
 .SECONDARY:
-.PHONY: all test unit progs bench demo clean format lint cuda
-all: commtrace-bpf
+.PHONY: all test test-asan unit progs bench demo clean format lint cuda
+all: $(BIN)
 
 $(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(BPF_HDRS) | $(OUTPUT)
 	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
@@ -54,7 +61,7 @@ $(OUTPUT)/%.o: %.c $(SKELS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-commtrace-bpf: $(USER_OBJS)
+$(BIN): $(USER_OBJS)
 	$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
 $(OUTPUT)/unit-tests: $(UNIT_OBJS) $(LIB_OBJS)
@@ -76,13 +83,21 @@ progs: $(PROGS)
 
 unit: $(OUTPUT)/unit-tests
 
-test: commtrace-bpf unit progs
+test: $(BIN) unit progs
 	tests/run
 
-bench: commtrace-bpf progs
+# The whole suite against the sanitized tracer and unit tests: any report fails it.
+test-asan:
+	$(MAKE) SANITIZE=1 build/asan/commtrace-bpf build/asan/unit-tests
+	$(MAKE) progs
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	COMMTRACE_BPF=build/asan/commtrace-bpf COMMTRACE_UNIT=build/asan/unit-tests tests/run
+
+bench: $(BIN) progs
 	/usr/bin/python3 scripts/bench.py
 
-demo: commtrace-bpf progs
+demo: $(BIN) progs
 	scripts/demo.sh
 
 cuda:

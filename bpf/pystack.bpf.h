@@ -85,12 +85,32 @@ struct walk {
 	__u64 frame;
 };
 
+/*
+ * One read of the frame's head instead of one per field: 3.11+ keep code,
+ * previous, instruction, owner and the first locals within 96 bytes. Fields
+ * past it (3.10's f_localsplus at 352) are read on their own.
+ */
+#define CT_FRAME_HEAD 96
+#define CT_HEAD_MASK  127 /* a power of two above the head, for the verifier */
+
+static __always_inline __u64 head_u64(const __u8 *head, __u64 frame, __u16 off)
+{
+	__u64 v = 0;
+
+	if (off <= CT_FRAME_HEAD - 8) {
+		__builtin_memcpy(&v, head + (off & CT_HEAD_MASK), 8);
+		return v;
+	}
+	return rd64(frame + off);
+}
+
 static long walk_cb(__u64 i, void *data)
 {
 	struct walk *w = data;
 	const struct ct_py_offsets *o = w->o;
 	struct ct_pystack *st = w->st;
-	__u64 code, instr = 0, frame = w->frame;
+	__u64 frame = w->frame;
+	__u8 head[CT_HEAD_MASK + 1 + 8];
 	__u32 n = st->nframes;
 
 	if (!frame)
@@ -99,29 +119,22 @@ static long walk_cb(__u64 i, void *data)
 		st->flags |= CT_PYS_TRUNCATED;
 		return 1;
 	}
-	w->frame = rd64(frame + o->frame_previous);
-	if (o->frame_owner != CT_PY_NONE) {
-		__u8 owner = 0;
-
-		bpf_probe_read_user(&owner, 1, (void *)(frame + o->frame_owner));
-		/* 3.12+: a shim frame on the C stack carries no Python code. */
-		if (owner == o->owner_cstack)
-			return 0;
+	if (bpf_probe_read_user(head, CT_FRAME_HEAD, (void *)frame)) {
+		w->frame = 0;
+		return 1;
 	}
-	code = rd64(frame + o->frame_code);
-	if (o->instr_is_index) {
-		__s32 lasti = 0;
-
-		bpf_probe_read_user(&lasti, sizeof(lasti), (void *)(frame + o->frame_instr));
-		instr = (__u64)(__s64)lasti;
-	} else {
-		instr = rd64(frame + o->frame_instr);
-	}
+	w->frame = head_u64(head, frame, o->frame_previous);
+	/* 3.12+: a shim frame on the C stack carries no Python code. */
+	if (o->frame_owner < CT_FRAME_HEAD &&
+	    head[o->frame_owner & CT_HEAD_MASK] == o->owner_cstack)
+		return 0;
 	n &= CT_PY_MAX_FRAMES - 1;
-	st->frames[n].code = code;
-	st->frames[n].instr = instr;
-	st->frames[n].self = rd64(frame + o->frame_localsplus);
-	st->frames[n].arg1 = rd64(frame + o->frame_localsplus + 8);
+	st->frames[n].code = head_u64(head, frame, o->frame_code);
+	st->frames[n].instr = head_u64(head, frame, o->frame_instr);
+	if (o->instr_is_index) /* 3.10: an int */
+		st->frames[n].instr = (__u64)(__s64)(__s32)st->frames[n].instr;
+	st->frames[n].self = head_u64(head, frame, o->frame_localsplus);
+	st->frames[n].arg1 = head_u64(head, frame, o->frame_localsplus + 8);
 	st->nframes = n + 1;
 	return 0;
 }

@@ -3,7 +3,8 @@
 # symbol tables exercise the resolver's rules (weak aliases, versions, C++,
 # stripped .dynsym-only, non-PIE). Built with fixed flags so their shape does
 # not follow the project's CFLAGS.
-FIXTURE_DIR    := $(OUTPUT)/fixtures
+# Fixed, not under $(OUTPUT): the sanitized build (build/asan) uses the same ones.
+FIXTURE_DIR    := build/fixtures
 FIXTURE_CFLAGS := -O1 -g -Wall -fno-inline -fcf-protection=none
 CXX            ?= g++
 STRIP          ?= strip

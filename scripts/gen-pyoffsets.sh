@@ -43,7 +43,9 @@
 # pointer tagged by its low bit; 3.13 embeds the values after the object
 # (Py_TPFLAGS_INLINE_VALUES, with a valid flag) and keeps the dict slot. Dict keys: 3.10's
 # are not in its installed headers and come from its libpython's DWARF (gdb); 3.11+ have
-# dk_log2_index_bytes and a kind (unicode entries hold no hash).
+# dk_log2_index_bytes and a kind (unicode entries hold no hash). Tuples and ints (read for
+# parameter placements): 3.10/3.11 ints keep a signed digit count in ob_size; 3.12+ a tagged
+# lv_tag (digit count << _PyLong_NON_SIZE_BITS, sign in the low bits).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -71,6 +73,9 @@ cat >"$TMP/probe.c" <<'PROBE'
 #include <stdio.h>
 #include <string.h>
 #include <frameobject.h>
+#if PY_VERSION_HEX < 0x030b0000
+#include <longintrepr.h>
+#endif
 #include "internal/pycore_runtime.h"
 #include "internal/pycore_interp.h"
 #if PY_VERSION_HEX >= 0x030b0000
@@ -268,6 +273,22 @@ static int obj_offsets(void)
 	O("func_qualname", offsetof(PyFunctionObject, func_qualname));
 	O("method_func", offsetof(PyMethodObject, im_func));
 	O("descr_name", offsetof(PyDescrObject, d_name));
+	/* Tuples and ints: placement tuples of parameters (user/python/params.c). */
+	_Static_assert(sizeof(digit) == 4, "uint32_t digits");
+	O("tuple_items", offsetof(PyTupleObject, ob_item));
+#if PY_VERSION_HEX >= 0x030c0000
+	_Static_assert(MEMBER_SIZE(PyLongObject, long_value.lv_tag) == 8, "uintptr_t lv_tag");
+	O("long_size", offsetof(PyLongObject, long_value.lv_tag));
+	O("long_digits", offsetof(PyLongObject, long_value.ob_digit));
+	O("long_tagged", 1);
+	O("long_tag_shift", _PyLong_NON_SIZE_BITS);
+#else
+	O("long_size", offsetof(PyLongObject, ob_base.ob_size));
+	O("long_digits", offsetof(PyLongObject, ob_digit));
+	O("long_tagged", 0);
+	O("long_tag_shift", 0);
+#endif
+	O("long_shift", PyLong_SHIFT);
 	return 0;
 }
 

@@ -16,8 +16,9 @@ pkgs=(
 	clang-format clang-tidy cppcheck
 	# test targets: real Open MPI, real PyTorch with Gloo, mpi4py
 	openmpi-bin libopenmpi-dev python3 python3-torch python3-mpi4py python3-pytest
-	# cross-checks and benchmarks
-	bpftrace
+	# cross-checks and benchmarks; nodejs/npm: the independent Chrome-trace parser of
+	# tests/integration/test_chrome.py (Chrome DevTools' trace engine, from npm)
+	bpftrace nodejs npm
 )
 
 missing=()

@@ -14,6 +14,7 @@ static const char usage_text[] =
 	"       commtrace-bpf [options] -- COMMAND [ARGS...]\n"
 	"       commtrace-bpf --dry-run (-p PID | --lib PATH)\n"
 	"       commtrace-bpf devprof SUBCOMMAND ...   (device profile buffers; see devprof --help)\n"
+	"       commtrace-bpf fuse -o OUT TRACE... [--profiler FILE ...]   (see fuse --help)\n"
 	"\n"
 	"Trace the collectives (Open MPI, Gloo, PyTorch c10d, NCCL, HCCL) of running processes\n"
 	"with uprobes: calls, bytes, dtypes, communicators and latency, without changing or\n"
@@ -28,6 +29,11 @@ static const char usage_text[] =
 	"      --noise-level N      table detail: 0 collectives, 1 + ops, 2 + modules (default 0)\n"
 	"      --profile FILE       more framework rules (module/op/helper frames; docs/profiles.md)\n"
 	"      --no-stacks          do not walk Python stacks (collectives only, lowest cost)\n"
+	"      --chrome FILE        write a Chrome Trace / Perfetto JSON file (docs/chrome.md)\n"
+	"      --chrome-max-mb N    cap its size (default 1024 MiB; 0: no cap)\n"
+	"      --chrome-window S    write only the calls of the first S seconds\n"
+	"      --device-buffer FILE add a device profile buffer (devprof) to the Chrome trace\n"
+	"      --sharding           list the root module's parameters (dtype, shape, placements)\n"
 	"      --dry-run            resolve and print the probes that would be attached\n"
 	"      --lib PATH           with --dry-run: resolve this library file\n"
 	"      --wait-libs          accept processes that map no known library yet\n"
@@ -48,6 +54,7 @@ static const char usage_text[] =
 	"  sudo commtrace-bpf -i 5 -- mpirun -np 4 ./train   # launch, follow every rank\n"
 	"  sudo commtrace-bpf -p 4242 --table - --noise-level 2   # who caused each collective\n"
 	"  sudo commtrace-bpf --dry-run -p 4242           # what would be probed\n"
+	"  sudo commtrace-bpf -p 4242,4243 --chrome comm.trace.json   # open in ui.perfetto.dev\n"
 	"  commtrace-bpf --dry-run --lib /usr/lib/x86_64-linux-gnu/libnccl.so.2\n";
 
 void ct_usage(FILE *out)
@@ -74,7 +81,8 @@ static int parse_seconds(const char *what, const char *s, double *out)
 int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 {
 	enum { OPT_JSON = 256, OPT_DRY, OPT_LIB, OPT_WAIT, OPT_RB, OPT_CHECK, OPT_TABLE, OPT_NOISE,
-	       OPT_PROFILE, OPT_NO_STACKS };
+	       OPT_PROFILE, OPT_NO_STACKS, OPT_SHARDING, OPT_CHROME, OPT_CHROME_MB, OPT_CHROME_WIN,
+	       OPT_DEVBUF };
 	static const struct option longopts[] = {
 		{"pid", required_argument, NULL, 'p'},
 		{"duration", required_argument, NULL, 'd'},
@@ -89,6 +97,11 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 		{"noise-level", required_argument, NULL, OPT_NOISE},
 		{"profile", required_argument, NULL, OPT_PROFILE},
 		{"no-stacks", no_argument, NULL, OPT_NO_STACKS},
+		{"chrome", required_argument, NULL, OPT_CHROME},
+		{"chrome-max-mb", required_argument, NULL, OPT_CHROME_MB},
+		{"chrome-window", required_argument, NULL, OPT_CHROME_WIN},
+		{"device-buffer", required_argument, NULL, OPT_DEVBUF},
+		{"sharding", no_argument, NULL, OPT_SHARDING},
 		{"quiet", no_argument, NULL, 'q'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"version", no_argument, NULL, 'V'},
@@ -101,6 +114,7 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 
 	memset(o, 0, sizeof(*o));
 	o->ringbuf_mb = 8;
+	o->chrome_max_mb = 1024;
 	/* "+": stop at the first non-option, so that a launched command keeps its own flags. */
 	while ((c = getopt_long(argc, argv, "+p:d:i:qvVh", longopts, NULL)) != -1) {
 		switch (c) {
@@ -170,6 +184,31 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 		case OPT_NO_STACKS:
 			o->no_stacks = true;
 			break;
+		case OPT_SHARDING:
+			o->sharding = true;
+			break;
+		case OPT_CHROME:
+			o->chrome_path = optarg;
+			break;
+		case OPT_CHROME_MB:
+			errno = 0;
+			mb = strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end || optarg[0] == '-' || mb > (1ul << 20)) {
+				fprintf(stderr,
+					"commtrace-bpf: invalid --chrome-max-mb '%s': MiB from 0 (no "
+					"cap) to 1048576\n",
+					optarg);
+				return CT_EXIT_USAGE;
+			}
+			o->chrome_max_mb = mb;
+			break;
+		case OPT_CHROME_WIN:
+			if (parse_seconds("--chrome-window", optarg, &o->chrome_window))
+				return CT_EXIT_USAGE;
+			break;
+		case OPT_DEVBUF:
+			o->device_buffer = optarg;
+			break;
 		case 'q':
 			o->quiet = true;
 			break;
@@ -195,6 +234,11 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 		fprintf(stderr, "commtrace-bpf: --lib goes with --dry-run\n");
 		return CT_EXIT_USAGE;
 	}
+	if (!o->chrome_path && (o->device_buffer || o->chrome_window > 0)) {
+		fprintf(stderr, "commtrace-bpf: --device-buffer and --chrome-window go with --chrome "
+				"FILE\n");
+		return CT_EXIT_USAGE;
+	}
 	if (o->cmd && o->n_pids) {
 		fprintf(stderr, "commtrace-bpf: give either -p PID or a command after --, not both\n");
 		return CT_EXIT_USAGE;
@@ -202,6 +246,11 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 	if (!o->cmd && !o->n_pids && !(o->dry_run && o->lib_path)) {
 		fprintf(stderr, "commtrace-bpf: nothing to trace: give -p PID or -- COMMAND\n"
 				"Try 'commtrace-bpf --help' for more information.\n");
+		return CT_EXIT_USAGE;
+	}
+	if (o->sharding && o->no_stacks) {
+		fprintf(stderr, "commtrace-bpf: --sharding finds the model on Python stacks: not "
+				"with --no-stacks\n");
 		return CT_EXIT_USAGE;
 	}
 	if (o->dry_run && o->cmd) {

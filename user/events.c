@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "export/chrome.h"
 #include "pystacks.h"
 #include "session.h"
 #include "target/proc.h"
@@ -119,6 +120,8 @@ static void on_call(struct ct_session *s, const struct ct_call_event *ev)
 		name[CT_TASK_COMM_LEN] = 0;
 		ct_proc_set_thread_name(p, ev->hdr.tid, name);
 	}
+	if (s->chrome) /* --chrome: after the tree, whose node the slice names */
+		ct_chrome_call(s, p, ev, fn, d, sent, recv, dtype);
 	if (ct_verbose >= 2)
 		fprintf(stderr,
 			"call pid=%u tid=%u %s count=%llu dtype=%llx comm=%llx size=%llu "
@@ -152,6 +155,8 @@ static void on_ret(struct ct_session *s, const struct ct_ret_event *ev)
 			p->pending[slot].tid = 0;
 		}
 	}
+	if (s->chrome)
+		ct_chrome_ret(s, p, ev);
 }
 
 static void on_proc(struct ct_session *s, const struct ct_proc_event *ev)

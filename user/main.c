@@ -16,7 +16,9 @@
 #include <bpf/libbpf.h>
 #include "cli.h"
 #include "devprof/devprof_cli.h"
+#include "export/chrome.h"
 #include "export/export.h"
+#include "fuse/fuse.h"
 #include "pystacks.h"
 #include "target/proc.h"
 
@@ -193,6 +195,9 @@ static int count_probes(struct ct_session *s, char *libs, size_t len)
 	int n = s->n_ldso, off = 0;
 	int per_lib[CT_LIB_MAX] = {0};
 
+	for (int i = 0; i < s->n_files; i++)
+		n += (int)s->files[i]->n_links;
+
 	for (int i = 0; i < s->n_procs; i++) {
 		n += (int)s->procs[i]->n_links;
 		for (int k = 0; k < s->procs[i]->n_libs; k++)
@@ -310,6 +315,7 @@ static int trace(struct ct_session *s)
 		if (attach_ldso_self(s))
 			fprintf(stderr, "commtrace-bpf: warning: no dynamic-linker probe; libraries "
 					"loaded later are found by polling every 2 s\n");
+		ct_prescan_system_libs(s);
 	}
 	nprobes = count_probes(s, libs, sizeof(libs));
 	if (o->cmd)
@@ -394,6 +400,8 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && strcmp(argv[1], "devprof") == 0)
 		return devprof_cli_main(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "fuse") == 0)
+		return fuse_cli_main(argc - 1, argv + 1);
 
 	rc = ct_parse_args(argc, argv, &o);
 	if (rc)
@@ -425,7 +433,32 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	if (o.chrome_path) {
+		struct ct_chrome_opts co = {
+			.path = o.chrome_path,
+			.max_bytes = (uint64_t)o.chrome_max_mb << 20,
+			.window_ns = (uint64_t)(o.chrome_window * 1e9),
+			.device_buffer = o.device_buffer,
+		};
+
+		rc = ct_chrome_open(&s, &co);
+		if (rc) {
+			fprintf(stderr, "commtrace-bpf: --chrome %s%s%s: %s\n", o.chrome_path,
+				o.device_buffer ? " --device-buffer " : "",
+				o.device_buffer ? o.device_buffer : "", strerror(-rc));
+			return CT_EXIT_FAIL;
+		}
+	}
 	rc = trace(&s);
+	if (s.chrome) { /* complete and valid even after Ctrl-C or a failed attach */
+		int err = ct_chrome_close(&s);
+
+		if (err) {
+			fprintf(stderr, "commtrace-bpf: writing %s: %s\n", o.chrome_path,
+				strerror(-err));
+			rc = CT_EXIT_FAIL;
+		}
+	}
 	if (s.skel && (rc == CT_EXIT_OK || s.n_procs)) {
 		if (!o.quiet)
 			ct_export_summary(&s, stderr, true);

@@ -17,6 +17,7 @@
 #include "pystacks.h"
 #include "commtrace/pyoffsets.h"
 #include "python/objects.h"
+#include "python/params.h"
 #include "python/profiles.h"
 #include "python/symbolize.h"
 
@@ -264,6 +265,8 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 			t->instr = raw->instr;
 			if (type == CT_NODE_MODULE) {
 				t->name = module_label(st, p, parent_module, raw->self);
+				if (!parent_module)
+					p->root_module = raw->self; /* for --sharding */
 				parent_module = raw->self;
 			} else if (r->name_from == CT_NAME_ARG1) {
 				t->name = object_label(st, p, raw->arg1, true);
@@ -279,6 +282,8 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 		}
 		}
 	}
+	if (s->opts->sharding && p->root_module && !p->params) /* once, while it runs */
+		p->params = ct_params_collect(p->pid, &p->py, p->root_module);
 	/* Frames that could not be read leave holes: keep the stack dense. */
 	for (int i = 0, j = 0; i < nstack; i++)
 		if (stack[i].qualname)

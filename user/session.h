@@ -37,9 +37,15 @@ struct ct_opts {
 	bool check;
 	bool wait_libs;
 	bool no_stacks;
+	bool sharding; /* --sharding: parameters and placements of the root module */
 	bool quiet;
 	int verbose;
 	unsigned int ringbuf_mb;
+	/* --chrome (user/export/chrome.c) */
+	const char *chrome_path;
+	unsigned long chrome_max_mb; /* 0: no cap */
+	double chrome_window; /* seconds after attach; 0: the whole session */
+	const char *device_buffer;
 };
 
 /* One resolved library file, shared by every process that maps it. */
@@ -90,6 +96,8 @@ struct ct_proc {
 	struct ct_tree tree; /* seed 000's records, from the Python stacks */
 	struct ct_pyproc py; /* its CPython, when has_python */
 	bool py_checked, has_python;
+	uint64_t root_module; /* the outermost nn.Module seen on a stack (its address) */
+	struct ct_params *params; /* --sharding: read at the first root_module, or NULL */
 	/* the tree node of each thread's outermost call in flight, for its duration */
 	struct {
 		pid_t tid;
@@ -100,6 +108,8 @@ struct ct_proc {
 };
 
 struct ct_pystate;
+struct ct_chrome;
+struct ct_params;
 
 struct ct_session {
 	struct ct_opts *opts;
@@ -121,6 +131,7 @@ struct ct_session {
 	uint64_t mono_to_wall_ns; /* add to CLOCK_MONOTONIC ns for wall-clock ns */
 	uint64_t start_ns, end_ns;
 	bool stop;
+	struct ct_chrome *chrome; /* --chrome: the streamed export, or NULL */
 };
 
 /* targets.c: processes and their libraries */
@@ -130,6 +141,13 @@ struct ct_proc *ct_proc_add(struct ct_session *s, pid_t pid);
  * Returns the number of library instances newly attached, or -errno. */
 int ct_proc_scan(struct ct_session *s, struct ct_proc *p);
 void ct_proc_detach(struct ct_session *s, struct ct_proc *p);
+/*
+ * Launch mode: attach, before the command starts, to the known libraries in the
+ * dynamic linker's default directories, for every process (filtered in BPF): a
+ * rank that links one is covered from its first instruction. The number of
+ * functions attached.
+ */
+int ct_prescan_system_libs(struct ct_session *s);
 struct ct_file *ct_file_get(struct ct_session *s, const char *path, const struct ct_libdesc *d,
 			    char *err, size_t errlen);
 const char *ct_proc_thread_name(struct ct_proc *p, pid_t tid);

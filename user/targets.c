@@ -11,8 +11,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <dirent.h>
 #include <bpf/libbpf.h>
 #include "pystacks.h"
+#include "python/params.h"
 #include "session.h"
 #include "target/proc.h"
 
@@ -404,6 +406,84 @@ void ct_proc_detach(struct ct_session *s, struct ct_proc *p)
 	p->n_libs = 0;
 }
 
+/* Library directories of the dynamic linker's default search: ld.so.conf and the built-ins. */
+static int lib_dirs(char dirs[][PATH_MAX], int max)
+{
+	static const char *const builtin[] = {"/lib", "/usr/lib", "/lib64", "/usr/lib64",
+					      "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu"};
+	char line[PATH_MAX];
+	int n = 0;
+	DIR *d;
+
+	for (size_t i = 0; i < ARRAY_LEN(builtin) && n < max; i++)
+		snprintf(dirs[n++], PATH_MAX, "%s", builtin[i]);
+	/* Debian's ld.so.conf only includes the files of ld.so.conf.d: read those directly. */
+	d = opendir("/etc/ld.so.conf.d");
+	while (d && n < max) {
+		struct dirent *e = readdir(d);
+		char conf[PATH_MAX];
+		FILE *f;
+
+		if (!e)
+			break;
+		if (!strstr(e->d_name, ".conf"))
+			continue;
+		snprintf(conf, sizeof(conf), "/etc/ld.so.conf.d/%s", e->d_name);
+		f = fopen(conf, "re");
+		while (f && n < max && fgets(line, sizeof(line), f)) {
+			line[strcspn(line, " \t\r\n#")] = 0;
+			if (line[0] == '/')
+				snprintf(dirs[n++], PATH_MAX, "%s", line);
+		}
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+int ct_prescan_system_libs(struct ct_session *s)
+{
+	char (*dirs)[PATH_MAX] = calloc(32, PATH_MAX);
+	char path[PATH_MAX], real[PATH_MAX], err[512];
+	int ndirs, attached = 0;
+
+	if (!dirs)
+		return -ENOMEM;
+	ndirs = lib_dirs(dirs, 32);
+	for (int i = 0; i < ndirs; i++) {
+		DIR *d = opendir(dirs[i]);
+		struct dirent *e;
+
+		while (d && (e = readdir(d))) {
+			const struct ct_libdesc *desc = ct_catalog_match_file(e->d_name);
+			struct ct_file *f;
+			uint32_t base;
+
+			if (!desc || desc == &ct_lib_ldso || !strstr(e->d_name, ".so"))
+				continue;
+			snprintf(path, sizeof(path), "%s/%s", dirs[i], e->d_name);
+			if (!realpath(path, real))
+				continue;
+			f = ct_file_get(s, real, desc, err, sizeof(err));
+			if (!f || f->wide || !f->n_found)
+				continue;
+			base = ct_catalog_base(desc);
+			for (size_t k = 0; k < desc->n_funcs; k++)
+				if (f->funcs[k].found &&
+				    ct_bpf_attach_func(s, NULL, f, base + k, &f->funcs[k], -1) == 0)
+					attached++;
+			f->wide = true;
+			ct_info("commtrace: pre-attached %s (%s)\n", real, desc->name);
+		}
+		if (d)
+			closedir(d);
+	}
+	free(dirs);
+	return attached;
+}
+
 int ct_session_live_procs(struct ct_session *s)
 {
 	int n = 0;
@@ -424,6 +504,7 @@ void ct_session_free(struct ct_session *s)
 			free(p->stats[k]);
 		free(p->stats);
 		ct_tree_free(&p->tree);
+		ct_params_free(p->params);
 		free(p);
 	}
 	s->n_procs = 0;

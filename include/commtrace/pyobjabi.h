@@ -63,6 +63,14 @@ struct ct_py_objoffsets {
 	__u16 func_qualname;  /* PyFunctionObject.func_qualname (str) */
 	__u16 method_func;    /* PyMethodObject.im_func (a bound method's function) */
 	__u16 descr_name;     /* PyDescrObject.d_name (str; method_descriptor etc.) */
+
+	/* Tuples and ints (parameter placements, e.g. Shard.dim). */
+	__u16 tuple_items; /* PyTupleObject.ob_item[] (the count at var_size) */
+	__u16 long_size;   /* 3.10/3.11: ob_size (signed digit count); 3.12+: lv_tag */
+	__u16 long_digits; /* ob_digit[] (uint32_t) */
+	__u8 long_tagged;  /* 3.12+: lv_tag = digits << long_tag_shift | sign (0 +, 1 zero, 2 -) */
+	__u8 long_tag_shift; /* _PyLong_NON_SIZE_BITS (3.12+), else 0 */
+	__u8 long_shift;     /* PyLong_SHIFT: value bits per digit */
 };
 
 #endif

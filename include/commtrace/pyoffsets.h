@@ -293,6 +293,12 @@ static const struct ct_py_objoffsets ct_py_objoffsets_3_10 = {
     .func_qualname = 40,
     .method_func = 16,
     .descr_name = 24,
+    .tuple_items = 24,
+    .long_size = 16,
+    .long_digits = 24,
+    .long_tagged = 0,
+    .long_tag_shift = 0,
+    .long_shift = 30,
 };
 
 static const struct ct_py_objoffsets ct_py_objoffsets_3_11 = {
@@ -339,6 +345,12 @@ static const struct ct_py_objoffsets ct_py_objoffsets_3_11 = {
     .func_qualname = 40,
     .method_func = 16,
     .descr_name = 24,
+    .tuple_items = 24,
+    .long_size = 16,
+    .long_digits = 24,
+    .long_tagged = 0,
+    .long_tag_shift = 0,
+    .long_shift = 30,
 };
 
 static const struct ct_py_objoffsets ct_py_objoffsets_3_12 = {
@@ -385,6 +397,12 @@ static const struct ct_py_objoffsets ct_py_objoffsets_3_12 = {
     .func_qualname = 40,
     .method_func = 16,
     .descr_name = 24,
+    .tuple_items = 24,
+    .long_size = 16,
+    .long_digits = 24,
+    .long_tagged = 1,
+    .long_tag_shift = 3,
+    .long_shift = 30,
 };
 
 static const struct ct_py_objoffsets ct_py_objoffsets_3_13 = {
@@ -431,6 +449,12 @@ static const struct ct_py_objoffsets ct_py_objoffsets_3_13 = {
     .func_qualname = 40,
     .method_func = 16,
     .descr_name = 24,
+    .tuple_items = 24,
+    .long_size = 16,
+    .long_digits = 24,
+    .long_tagged = 1,
+    .long_tag_shift = 3,
+    .long_shift = 30,
 };
 
 /* The object layout of a CPython version, or NULL for one this build does not know. */

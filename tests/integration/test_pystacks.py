@@ -112,6 +112,44 @@ def test_seed000_mlp_forward_backward(bpf, torch_available, reaper, start_tracer
         assert len(roots) == forwards
 
 
+def test_seed000_sharding(bpf, torch_available, reaper, start_tracer, tmp_path):
+    """--sharding: every parameter of the root module found on the stacks, read from the
+    live objects (seed 000's get_parameter_info / get_sharding_info)."""
+    world = 2
+    table = tmp_path / "table.txt"
+    js, pids, _ = trace_ranks(reaper, start_tracer, tmp_path, "seed000_mlp.py",
+                              "--forwards", 2, "--backward",
+                              extra=("--sharding", "--table", table))
+    local = 32 // world
+    want_info = {
+        "fc1.weight": {"type": "Parameter", "dtype": "torch.float32", "shape": [local, 16]},
+        "fc1.bias": {"type": "Parameter", "dtype": "torch.float32", "shape": [local]},
+        "fc2.weight": {"type": "Parameter", "dtype": "torch.float32", "shape": [16, local]},
+    }
+    want_sharding = {"fc1.weight": "(Shard(dim=0),)", "fc1.bias": "(Shard(dim=0),)",
+                     "fc2.weight": "(Shard(dim=1),)"}
+    text = table.read_text()
+    for pid in pids:
+        dbg = debug_of(js, pid)
+        assert dbg["parameter_info"] == want_info, dbg.get("parameter_info_error")
+        # Insertion order, as named_parameters() lists them.
+        assert list(dbg["parameter_info"]) == ["fc1.weight", "fc1.bias", "fc2.weight"]
+        assert dbg["sharding_info"] == want_sharding
+        assert dbg["tensor_layout_known"] is True
+        assert dbg["torch_version"].startswith("1.13")
+        assert dbg["parameters_dropped"] == 0 and dbg["parameters_unreadable"] == 0
+    # Above each process' table, one line per parameter.
+    lines = [l for l in text.splitlines() if l.startswith("# parameter ")]
+    assert lines == [
+        f"# parameter fc1.weight Parameter torch.float32 [{local}, 16] (Shard(dim=0),)",
+        f"# parameter fc1.bias Parameter torch.float32 [{local}] (Shard(dim=0),)",
+        f"# parameter fc2.weight Parameter torch.float32 [16, {local}] (Shard(dim=1),)",
+    ] * world, text
+    for block in text.split("# pid ")[1:]:
+        head = block.splitlines()
+        assert head[1].startswith("# parameter ") and head[4].startswith("Type"), block
+
+
 def normalize_table(text):
     # Durations, pids and ranks vary from run to run; the structure does not.
     text = re.sub(r"duration=\S+", "duration=*", text)

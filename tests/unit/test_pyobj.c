@@ -18,6 +18,7 @@
 #include "harness.h"
 #include "commtrace/pyoffsets.h"
 #include "python/objects.h"
+#include "python/params.h"
 #include "python/pyproc.h"
 #include "python/symbolize.h"
 
@@ -102,6 +103,51 @@ static const char pyobj_torch_script[] =
     "               ('gelu', F.gelu), ('add', torch.ops.aten.add.Tensor),\n"
     "               ('training', net.__dict__['training'])):\n"
     "    print('k', lab, id(o))\n"
+    "print('ready', flush=True)\n"
+    "sys.stdin.read()\n";
+
+/* torch 1.13 parameters: nesting, None entries, a tied weight, a module cycle, heap sizes
+ * (6 dims), a 0-d Parameter subclass, bfloat16, and placements in each form. */
+static const char pyobj_params_script[] =
+    "import sys\n"
+    "import torch, torch.nn as nn\n"
+    "class Shard:\n"
+    "    def __init__(self, dim):\n"
+    "        self.dim = dim\n"
+    "class Replicate:\n"
+    "    pass\n"
+    "class Partial:\n"
+    "    def __init__(self):\n"
+    "        self.reduce_op = 'sum'\n"
+    "class Spec:\n"
+    "    pass\n"
+    "class MyParam(nn.Parameter):\n"
+    "    pass\n"
+    "class Block(nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.mlp = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 4, bias=False))\n"
+    "        self.register_parameter('none_p', None)\n"
+    "class Net(nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.emb = nn.Embedding(10, 4)\n"
+    "        self.layers = nn.ModuleList([Block(), Block()])\n"
+    "        self.head = nn.Linear(4, 10).to(torch.bfloat16)\n"
+    "        self.head.weight = self.emb.weight\n"
+    "        self.big = nn.Parameter(torch.zeros(1, 2, 1, 2, 1, 3))\n"
+    "        self.scalar = MyParam(torch.tensor(1.0, dtype=torch.float64))\n"
+    "net = Net()\n"
+    "ints = (0, 7, -5, 2**40, -2**62, 2**63 - 1, 2**63, 2**70)\n"
+    "net._modules['gone'] = None\n"
+    "net.layers[1]._modules['loop'] = net\n"
+    "sp = Spec()\n"
+    "sp.placements = (Shard(1), Replicate(), Partial())\n"
+    "net.layers[0].mlp[0].weight._spec = sp\n"
+    "net.head.bias._placements = ('Shard(dim=0)',)\n"
+    "net.big.placements = 'Replicate()'\n"
+    "print('k net', id(net))\n"
+    "print('k ints', id(ints))\n"
     "print('ready', flush=True)\n"
     "sys.stdin.read()\n";
 
@@ -452,6 +498,98 @@ TEST(pyobj_torch_modules)
 	expect_callable(&c, p, oo, "add", "add.Tensor"); /* OpOverload's instance __name__ */
 	expect_callable(&c, p, oo, "fc1", "Linear");
 out:
+	child_stop(&c);
+	free(p);
+}
+
+struct expect_param {
+	const char *fqn, *type, *dtype;
+	int ndim;
+	int64_t shape[6];
+	const char *placements;
+};
+
+/* Parameters of a live torch 1.13 model read from outside, in named_parameters() order. */
+TEST(pyobj_torch_params)
+{
+	/* clang-format off */
+	static const struct expect_param want[] = {
+		{"big", "Parameter", "torch.float32", 6, {1, 2, 1, 2, 1, 3}, "Replicate()"},
+		{"scalar", "MyParam", "torch.float64", 0, {0}, ""},
+		{"emb.weight", "Parameter", "torch.float32", 2, {10, 4}, ""},
+		{"layers.0.mlp.0.weight", "Parameter", "torch.float32", 2, {6, 4},
+		 "(Shard(dim=1), Replicate(), Partial(sum))"},
+		{"layers.0.mlp.0.bias", "Parameter", "torch.float32", 1, {6}, ""},
+		{"layers.0.mlp.2.weight", "Parameter", "torch.float32", 2, {4, 6}, ""},
+		{"layers.1.mlp.0.weight", "Parameter", "torch.float32", 2, {6, 4}, ""},
+		{"layers.1.mlp.0.bias", "Parameter", "torch.float32", 1, {6}, ""},
+		{"layers.1.mlp.2.weight", "Parameter", "torch.float32", 2, {4, 6}, ""},
+		{"head.bias", "Parameter", "torch.bfloat16", 1, {10}, "(Shard(dim=0),)"},
+	};
+	/* clang-format on */
+	static const int64_t ints[] = {0, 7, -5, 1LL << 40, -(1LL << 62), INT64_MAX};
+	const char *python = "/usr/bin/python3.11";
+	const struct ct_py_objoffsets *oo = ct_py_objoffsets_for(3, 11);
+	struct pyobj_child c = {.in_fd = -1, .out_fd = -1};
+	struct ct_params *ps = NULL;
+	struct ct_pyproc *p;
+	uint64_t items[16];
+	size_t n;
+
+	if (access(python, X_OK) ||
+	    access("/usr/lib/python3/dist-packages/torch/__init__.py", R_OK)) {
+		fprintf(stderr, "  SKIP: no torch for %s\n", python);
+		return;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!ASSERT_NOT_NULL(p, "alloc") || start("torch", python, pyobj_params_script, &c, p))
+		goto out;
+	/* Tuples and ints, as placements use them. */
+	if (ASSERT_OK(ct_py_tuple_items(c.pid, oo, &p->offsets, id_of(&c, "ints"), items, 16, &n),
+		      "tuple items")) {
+		int64_t v;
+
+		ASSERT_EQ(n, 8, "tuple length");
+		for (size_t i = 0; i < 6 && i < n; i++) {
+			ASSERT_OK(ct_py_read_int(c.pid, oo, &p->offsets, items[i], &v), "int");
+			ASSERT_EQ(v, ints[i], "int value");
+		}
+		for (size_t i = 6; i < n; i++)
+			ASSERT_EQ(ct_py_read_int(c.pid, oo, &p->offsets, items[i], &v), -ERANGE,
+				  "past int64");
+	}
+	ASSERT_EQ(ct_py_tuple_items(c.pid, oo, &p->offsets, id_of(&c, "ints"), items, 4, &n),
+		  -E2BIG, "tuple over the bound");
+	ASSERT_EQ(ct_py_tuple_items(c.pid, oo, &p->offsets, id_of(&c, "net"), items, 4, &n),
+		  -EINVAL, "not a tuple");
+
+	ps = ct_params_collect(c.pid, p, id_of(&c, "net"));
+	if (!ASSERT_NOT_NULL(ps, "collect") || !ASSERT_OK(ps->err, "collect"))
+		goto out;
+	ASSERT_STREQ(ps->torch_version, "1.13.0a0", "torch version from torch/version.py");
+	ASSERT_TRUE(ps->layout_known, "torch 1.13 layout");
+	ASSERT_EQ(ps->n, (sizeof(want) / sizeof(want[0])), "parameter count");
+	ASSERT_EQ(ps->dropped, 0, "dropped");
+	ASSERT_EQ(ps->unreadable + ps->mismatched, 0, "unreadable");
+	for (size_t i = 0; i < ps->n && i < (sizeof(want) / sizeof(want[0])); i++) {
+		const struct ct_param *g = &ps->v[i];
+		const struct expect_param *e = &want[i];
+
+		ASSERT_STREQ(g->fqn, e->fqn, "fqn");
+		ASSERT_STREQ(g->type, e->type, e->fqn);
+		ASSERT_STREQ(g->dtype ? g->dtype : "(null)", e->dtype, e->fqn);
+		ASSERT_STREQ(g->placements, e->placements, e->fqn);
+		if (ASSERT_EQ(g->ndim, e->ndim, e->fqn))
+			for (int d = 0; d < e->ndim; d++)
+				ASSERT_EQ(g->shape[d], e->shape[d], e->fqn);
+	}
+	ct_params_free(ps);
+	/* Not a module: nothing to list, and said so. */
+	ps = ct_params_collect(c.pid, p, id_of(&c, "ints"));
+	if (ASSERT_NOT_NULL(ps, "collect on a tuple"))
+		ASSERT_LT(ps->err, 0, "a tuple is no module");
+out:
+	ct_params_free(ps);
 	child_stop(&c);
 	free(p);
 }

@@ -4,7 +4,9 @@ tensor subclass whose __torch_function__ goes through OpDispatcher.dispatch(op_c
 kwargs), an MLP with a ColwiseParallel fc1 and a RowwiseParallel fc2, and fc2's output
 hook all-reducing the partial sums through a differentiable_all_reduce platform helper
 over torch.distributed.nn.functional. One all-reduce per forward; with --backward, one
-more per backward (the autograd Function's backward all-reduces the gradient).
+more per backward (the autograd Function's backward all-reduces the gradient). The
+parameters carry their placements as a `_placements` attribute (fc1: Shard(dim=0),
+fc2.weight: Shard(dim=1)).
 
 Ranks: MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE in the environment, Gloo backend.
   --forwards N      forward passes (default 3)
@@ -72,6 +74,11 @@ class MLP(nn.Module):
         self.fc1 = nn.Linear(16, 32 // world)
         self.fc2 = nn.Linear(32 // world, 16, bias=False)
         self.fc2.register_forward_hook(rowwise_output_hook)
+        # What get_sharding_info() reports, kept on the parameters as DTensor keeps them
+        # (read from outside by --sharding).
+        self.fc1.weight._placements = ("Shard(dim=0)",)
+        self.fc1.bias._placements = ("Shard(dim=0)",)
+        self.fc2.weight._placements = ("Shard(dim=1)",)
 
     def forward(self, x):
         return self.fc2(F.gelu(self.fc1(x)))

@@ -14,6 +14,8 @@
  * is one TensorImpl pointer; Tensor._cdata is that pointer):
  * TensorImpl.numel_ 168, TensorImpl.data_type_ (TypeMeta index = ScalarType) 176,
  * ProcessGroup.rank_ 24, size_ 28 (after the intrusive_ptr_target header).
+ * Re-measured for --sharding (user/python/params.c, which also reads the dim count at 72
+ * and the sizes at 80: inline up to 5 dims, else a heap pointer there).
  */
 #include "catalog/catalog.h"
 

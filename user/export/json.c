@@ -6,6 +6,7 @@
 #include <string.h>
 #include <cJSON.h>
 #include "export/export.h"
+#include "python/params.h"
 
 uint64_t ct_session_drops(const struct ct_session *s)
 {
@@ -106,8 +107,68 @@ static cJSON *record(const struct ct_tree *t, const struct ct_node *n, int depth
 	return o;
 }
 
+/* Why a process has no parameter_info. */
+static const char *params_missing(const struct ct_proc *p)
+{
+	if (p->params && p->params->err == -ESRCH)
+		return "the process exited before its parameters were read";
+	if (p->params)
+		return "the root module could not be read";
+	if (!p->has_python)
+		return "no Python stacks in this process";
+	if (!p->root_module)
+		return "no nn.Module was seen on a collective's stack";
+	return "out of memory";
+}
+
+/* --sharding: seed 000's get_parameter_info() / get_sharding_info(), read from outside. */
+static void add_params(cJSON *o, const struct ct_proc *p)
+{
+	const struct ct_params *ps = p->params;
+	cJSON *info, *sharding;
+
+	if (!ps || ps->err) {
+		cJSON_AddNullToObject(o, "parameter_info");
+		cJSON_AddNullToObject(o, "sharding_info");
+		cJSON_AddStringToObject(o, "parameter_info_error", params_missing(p));
+		return;
+	}
+	info = cJSON_CreateObject();
+	sharding = cJSON_CreateObject();
+	for (uint32_t i = 0; i < ps->n; i++) {
+		const struct ct_param *pa = &ps->v[i];
+		cJSON *e = cJSON_CreateObject(), *shape;
+
+		cJSON_AddStringToObject(e, "type", pa->type);
+		if (pa->dtype)
+			cJSON_AddStringToObject(e, "dtype", pa->dtype);
+		else
+			cJSON_AddNullToObject(e, "dtype");
+		if (pa->ndim >= 0) {
+			shape = cJSON_CreateArray();
+			for (int d = 0; d < pa->ndim; d++)
+				cJSON_AddItemToArray(shape, u64((uint64_t)pa->shape[d]));
+			cJSON_AddItemToObject(e, "shape", shape);
+		} else {
+			cJSON_AddNullToObject(e, "shape");
+		}
+		cJSON_AddItemToObject(info, pa->fqn, e);
+		if (pa->placements[0])
+			cJSON_AddStringToObject(sharding, pa->fqn, pa->placements);
+	}
+	cJSON_AddItemToObject(o, "parameter_info", info);
+	cJSON_AddItemToObject(o, "sharding_info", sharding);
+	if (ps->torch_version[0])
+		cJSON_AddStringToObject(o, "torch_version", ps->torch_version);
+	else
+		cJSON_AddNullToObject(o, "torch_version");
+	cJSON_AddBoolToObject(o, "tensor_layout_known", ps->layout_known);
+	cJSON_AddItemToObject(o, "parameters_dropped", num(ps->dropped));
+	cJSON_AddItemToObject(o, "parameters_unreadable", num(ps->unreadable + ps->mismatched));
+}
+
 /* Seed 000's JSON dump, per process. */
-static cJSON *comm_debug(const struct ct_tree *t)
+static cJSON *comm_debug(const struct ct_tree *t, const struct ct_proc *p, bool sharding)
 {
 	cJSON *o = cJSON_CreateObject(), *counts = cJSON_CreateObject();
 	cJSON *recs = cJSON_CreateArray();
@@ -121,10 +182,12 @@ static cJSON *comm_debug(const struct ct_tree *t)
 	cJSON_AddItemToObject(o, "records", recs);
 	cJSON_AddItemToObject(o, "records_dropped", u64(t->dropped));
 	cJSON_AddItemToObject(o, "records_cap", num(CT_TREE_MAX_NODES));
+	if (sharding)
+		add_params(o, p);
 	return o;
 }
 
-static cJSON *proc_obj(struct ct_proc *p, cJSON *all_counts, uint64_t *total)
+static cJSON *proc_obj(struct ct_proc *p, bool sharding, cJSON *all_counts, uint64_t *total)
 {
 	cJSON *o = cJSON_CreateObject(), *counts = cJSON_CreateObject();
 	cJSON *colls = cJSON_CreateArray(), *threads = cJSON_CreateArray();
@@ -179,7 +242,7 @@ static cJSON *proc_obj(struct ct_proc *p, cJSON *all_counts, uint64_t *total)
 	cJSON_AddItemToObject(o, "collectives", colls);
 	cJSON_AddItemToObject(o, "threads", threads);
 	if (p->tree.total)
-		cJSON_AddItemToObject(o, "comm_debug", comm_debug(&p->tree));
+		cJSON_AddItemToObject(o, "comm_debug", comm_debug(&p->tree, p, sharding));
 	return o;
 }
 
@@ -201,7 +264,8 @@ int ct_export_json(struct ct_session *s, const char *path)
 	cJSON_AddStringToObject(root, "version", CT_VERSION);
 	cJSON_AddItemToObject(root, "comm_counts", counts);
 	for (int i = 0; i < s->n_procs; i++)
-		cJSON_AddItemToArray(procs, proc_obj(s->procs[i], counts, &total));
+		cJSON_AddItemToArray(procs,
+				     proc_obj(s->procs[i], s->opts->sharding, counts, &total));
 	cJSON_AddItemToObject(root, "total_counts", num((double)total));
 	cJSON_AddItemToObject(root, "dropped_events", num((double)ct_session_drops(s)));
 	for (int k = 0; k < CT_DROP_MAX; k++)

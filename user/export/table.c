@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "export/export.h"
+#include "python/params.h"
 
 static bool visible(const struct ct_node *n, int noise)
 {
@@ -100,6 +101,36 @@ static void walk(const struct ct_tree *t, int32_t i, int noise, FILE *out)
 	}
 }
 
+/* --sharding: "# parameter fc1.weight Parameter torch.float32 [16, 16] (Shard(dim=0),)". */
+static void params_lines(const struct ct_proc *p, FILE *out)
+{
+	const struct ct_params *ps = p->params;
+
+	if (!ps || ps->err) {
+		fprintf(out, "# parameters: none read (%s)\n",
+			ps && ps->err == -ESRCH ? "the process exited first"
+			: ps			? "the root module could not be read"
+						: "no nn.Module seen on a collective's stack");
+		return;
+	}
+	for (uint32_t i = 0; i < ps->n; i++) {
+		const struct ct_param *pa = &ps->v[i];
+
+		fprintf(out, "# parameter %s %s %s ", pa->fqn, pa->type,
+			pa->dtype ? pa->dtype : "?");
+		if (pa->ndim < 0)
+			fputc('?', out);
+		for (int d = 0; d < pa->ndim; d++)
+			fprintf(out, "%s%lld", d ? ", " : "[", (long long)pa->shape[d]);
+		if (pa->ndim >= 0)
+			fputs(pa->ndim ? "]" : "[]", out);
+		fprintf(out, "%s%s\n", pa->placements[0] ? " " : "", pa->placements);
+	}
+	if (ps->dropped)
+		fprintf(out, "# parameters: %u more not listed (cap %d)\n", ps->dropped,
+			CT_PARAMS_MAX);
+}
+
 void ct_export_table(struct ct_session *s, FILE *out, int noise)
 {
 	for (int i = 0; i < s->n_procs; i++) {
@@ -115,7 +146,10 @@ void ct_export_table(struct ct_session *s, FILE *out, int noise)
 		if (p->tree.dropped)
 			fprintf(out, ", %llu records dropped (cap %d)",
 				(unsigned long long)p->tree.dropped, CT_TREE_MAX_NODES);
-		fprintf(out, "\n%-21s%s\n", "Type", "Detail");
+		fputc('\n', out);
+		if (s->opts->sharding)
+			params_lines(p, out);
+		fprintf(out, "%-21s%s\n", "Type", "Detail");
 		walk(&p->tree, p->tree.first_root, noise, out);
 		fputc('\n', out);
 	}

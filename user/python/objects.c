@@ -204,16 +204,21 @@ static bool key_is(pid_t pid, const struct ct_py_offsets *o, struct dict_match *
 	return !memcmp(data, m->name, m->name_len);
 }
 
-/* Walk the entries (one read, plus one for split values) until m is satisfied. */
-static int dict_scan(pid_t pid, const struct ct_py_offsets *o, const struct dict_view *v,
-		     struct dict_match *m)
+/* Called per live entry in entry (insertion) order: 0 goes on, anything else stops. */
+typedef int (*entry_fn)(void *ctx, uint64_t key, uint64_t value);
+
+/*
+ * Walk the entries (one read, plus one for split values): 0 when all were seen, what fn
+ * returned when it stopped the walk, -errno when they could not be read.
+ */
+static int dict_walk(pid_t pid, const struct dict_view *v, entry_fn fn, void *ctx)
 {
 	uint8_t *ents = NULL;
 	uint64_t *vals = NULL;
-	int err = -ENOENT;
+	int err = 0;
 
 	if (!v->nentries)
-		return -ENOENT;
+		return 0;
 	if (v->esize < 16 || (size_t)v->ekey + 8 > v->esize || (size_t)v->evalue + 8 > v->esize)
 		return -EINVAL;
 	ents = malloc((size_t)v->nentries * v->esize);
@@ -228,7 +233,7 @@ static int dict_scan(pid_t pid, const struct ct_py_offsets *o, const struct dict
 		err = -EFAULT;
 		goto out;
 	}
-	for (uint32_t i = 0; i < v->nentries; i++) {
+	for (uint32_t i = 0; i < v->nentries && !err; i++) {
 		uint64_t key, val = 0;
 
 		memcpy(&key, ents + (size_t)i * v->esize + v->ekey, sizeof(key));
@@ -237,19 +242,41 @@ static int dict_scan(pid_t pid, const struct ct_py_offsets *o, const struct dict
 		else if (i < v->nvalues && vals)
 			val = vals[i];
 		/* A deleted entry has no key; a split slot this instance never set, no value. */
-		if (!key || !val)
-			continue;
-		if (m->name ? key_is(pid, o, m, key) : val == m->value) {
-			m->found_key = key;
-			m->found_value = val;
-			err = 0;
-			break;
-		}
+		if (key && val)
+			err = fn(ctx, key, val);
 	}
 out:
 	free(ents);
 	free(vals);
 	return err;
+}
+
+struct match_ctx {
+	pid_t pid;
+	const struct ct_py_offsets *o;
+	struct dict_match *m;
+};
+
+static int match_entry(void *ctx, uint64_t key, uint64_t val)
+{
+	struct match_ctx *c = ctx;
+	struct dict_match *m = c->m;
+
+	if (m->name ? !key_is(c->pid, c->o, m, key) : val != m->value)
+		return 0;
+	m->found_key = key;
+	m->found_value = val;
+	return 1;
+}
+
+/* Walk the entries until m is satisfied. */
+static int dict_scan(pid_t pid, const struct ct_py_offsets *o, const struct dict_view *v,
+		     struct dict_match *m)
+{
+	struct match_ctx c = {.pid = pid, .o = o, .m = m};
+	int err = dict_walk(pid, v, match_entry, &c);
+
+	return err == 1 ? 0 : err ? err : -ENOENT;
 }
 
 /* The instance attributes of obj, wherever this version keeps them. */
@@ -366,6 +393,120 @@ int ct_py_dict_key_of(pid_t pid, const struct ct_py_objoffsets *oo, const struct
 	if (!err)
 		err = ct_py_read_str(pid, o, m.found_key, buf, len);
 	return err;
+}
+
+struct foreach_ctx {
+	int (*fn)(void *ctx, uint64_t key, uint64_t value);
+	void *ctx;
+};
+
+static int foreach_entry(void *ctx, uint64_t key, uint64_t val)
+{
+	struct foreach_ctx *c = ctx;
+
+	/* What the caller returns must not read as dict_walk's own errors. */
+	return c->fn(c->ctx, key, val) ? 1 : 0;
+}
+
+int ct_py_dict_foreach(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		       uint64_t dict, int (*fn)(void *ctx, uint64_t key, uint64_t value), void *ctx)
+{
+	struct foreach_ctx c = {.fn = fn, .ctx = ctx};
+	struct dict_view v;
+	int err;
+
+	if (!oo || !o || !dict || !fn)
+		return -EINVAL;
+	err = dict_view(pid, oo, o, dict, &v);
+	if (!err)
+		err = dict_walk(pid, &v, foreach_entry, &c);
+	return err < 0 ? err : 0;
+}
+
+/* tp_name of obj's type, compared against want. */
+static int type_is(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		   uint64_t obj, const char *want)
+{
+	char tn[PY_TPNAME_MAX];
+	uint64_t type, flags;
+	int err = read_type(pid, oo, o, obj, &type, &flags);
+
+	if (!err)
+		err = type_name(pid, o, type, tn, sizeof(tn));
+	if (err)
+		return err;
+	return strcmp(tn, want) ? -EINVAL : 0;
+}
+
+int ct_py_tuple_items(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		      uint64_t tuple, uint64_t *items, size_t max, size_t *n)
+{
+	int64_t size;
+	int err;
+
+	*n = 0;
+	if (!oo || !o || !tuple)
+		return -EINVAL;
+	err = type_is(pid, oo, o, tuple, "tuple");
+	if (!err)
+		err = rd64(pid, tuple + oo->var_size, (uint64_t *)&size);
+	if (err)
+		return err;
+	if (size < 0)
+		return -EINVAL;
+	if ((uint64_t)size > max)
+		return -E2BIG;
+	if (size) {
+		err = ct_py_read_mem(pid, tuple + oo->tuple_items, items,
+				     (size_t)size * sizeof(*items));
+		if (err)
+			return err;
+	}
+	*n = (size_t)size;
+	return 0;
+}
+
+int ct_py_read_int(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		   uint64_t obj, int64_t *value)
+{
+	uint32_t digits[3]; /* digit: uint32_t (the generator asserts it) */
+	uint64_t word, ndigits, mag = 0;
+	bool neg;
+	int err;
+
+	*value = 0;
+	if (!oo || !o || !obj || !oo->long_shift || oo->long_shift > 30)
+		return -EINVAL;
+	err = type_is(pid, oo, o, obj, "int");
+	if (!err)
+		err = rd64(pid, obj + oo->long_size, &word);
+	if (err)
+		return err;
+	if (oo->long_tagged) {
+		/* 3.12+: sign 0 positive, 1 zero, 2 negative; the digit count above it. */
+		neg = (word & 3) == 2;
+		ndigits = word >> oo->long_tag_shift;
+	} else {
+		neg = (int64_t)word < 0;
+		ndigits = neg ? (uint64_t)(-(int64_t)word) : word;
+	}
+	/* Up to 90 bits read; values past int64 are refused. */
+	if (ndigits > 3)
+		return -ERANGE;
+	if (ndigits) {
+		err = ct_py_read_mem(pid, obj + oo->long_digits, digits, ndigits * 4);
+		if (err)
+			return err;
+	}
+	for (uint64_t i = ndigits; i-- > 0;) {
+		if (mag >> (63 - oo->long_shift))
+			return -ERANGE;
+		mag = mag << oo->long_shift | (digits[i] & ((1u << oo->long_shift) - 1));
+	}
+	if (mag > (uint64_t)INT64_MAX)
+		return -ERANGE;
+	*value = neg ? -(int64_t)mag : (int64_t)mag;
+	return 0;
 }
 
 int ct_py_module_name(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,

@@ -52,4 +52,22 @@ int ct_py_dict_key_of(pid_t pid, const struct ct_py_objoffsets *oo, const struct
 int ct_py_module_name(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
 		      uint64_t parent, uint64_t child, char *buf, size_t len);
 
+/*
+ * Call fn(ctx, key, value) for each entry of dict (a dict or subclass) in insertion order,
+ * up to CT_PY_DICT_MAX entries (more: -E2BIG); fn returns non-zero to stop early. 0 once
+ * the walk ended, -errno when the dict could not be read (fn was not called then).
+ */
+int ct_py_dict_foreach(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		       uint64_t dict, int (*fn)(void *ctx, uint64_t key, uint64_t value),
+		       void *ctx);
+
+/* The items of a tuple (exact type tuple): up to max addresses in items, their count in *n;
+ * -E2BIG if it holds more than max. */
+int ct_py_tuple_items(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		      uint64_t tuple, uint64_t *items, size_t max, size_t *n);
+
+/* The value of an int (exact type int) that fits int64_t; -ERANGE past that. */
+int ct_py_read_int(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		   uint64_t obj, int64_t *value);
+
 #endif

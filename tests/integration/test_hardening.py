@@ -1,0 +1,194 @@
+# SPDX-License-Identifier: MIT
+"""It cannot hurt the job: stopping the tracer any way leaves no probe behind, two tracers
+coexist, repeated attach/detach leaks nothing, an unprivileged user gets a clear refusal,
+output files never follow a planted symlink, and a target in its own mount namespace
+(a container) is traced through /proc/PID/root."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import (REPO, assert_matches_ledger, load_ledger, load_trace_json,
+                      process_by_pid, read_pid, touch, wait_files, wait_proc)
+from test_collectives import PAUSE_AT, SETTLE_MS, check_hccl, start_paused_mpi
+
+PROGS = REPO / "build" / "progs"
+
+
+def our_bpf_programs():
+    """Programs named like ours loaded in the kernel right now (the kernel's view)."""
+    out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode == 0, out.stderr
+    names = {"ct_entry", "ct_exit", "ct_fork", "ct_exec", "ct_proc_exit"}
+    return [p for p in json.loads(out.stdout or "[]") if p.get("name") in names]
+
+
+def our_bpf_maps():
+    out = subprocess.run(["bpftool", "-j", "map", "show"], capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode == 0, out.stderr
+    # map names are cut to 15 characters by the kernel
+    names = {"probe_specs", "events", "threads", "traced", "comm_info", "callbuf", "pyprocs",
+             "tstates"}
+    return [m for m in json.loads(out.stdout or "[]") if m.get("name") in names]
+
+
+def perf_uprobe_links():
+    out = subprocess.run(["bpftool", "-j", "link", "show"], capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode == 0, out.stderr
+    progs = {p["id"] for p in our_bpf_programs()}
+    return [l for l in json.loads(out.stdout or "[]") if l.get("prog_id") in progs]
+
+
+def wait_gone(timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not our_bpf_programs():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.fixture
+def clean_kernel(bpf):
+    # Another tracer of ours running elsewhere would make the kernel view ambiguous. The
+    # kernel frees a closed program after an RCU grace period: `--check` may still show.
+    if not wait_gone(5):
+        pytest.skip("SKIPPED LOUDLY: another commtrace-bpf is running on this machine")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_stop_leaves_nothing_attached(bpf, progs, mpi_available, clean_kernel, reaper,
+                                      start_tracer, tmp_path, sig):
+    mpi, tr, pids, ledgers = start_paused_mpi(reaper, start_tracer, tmp_path,
+                                              iters=PAUSE_AT + 3)
+    assert our_bpf_programs(), "the tracer's programs are loaded while it runs"
+    assert perf_uprobe_links(), "and its uprobe links exist"
+    tr.signal(sig)
+    rc = tr.wait()
+    out = tr.args[tr.args.index("--json") + 1]
+    if sig == signal.SIGKILL:
+        assert rc == -signal.SIGKILL
+        assert not os.path.exists(out), "no half-written report"
+    else:
+        assert rc == 0, tr.describe()
+        js = load_trace_json(out)
+        for r, pid in enumerate(pids):
+            assert_matches_ledger(process_by_pid(js, pid), ledgers[r], extras={})
+    assert wait_gone(), f"BPF programs left behind: {our_bpf_programs()}"
+    # The job goes on untouched and computes what it computes untraced (the program checks
+    # every result itself and exits non-zero on a wrong one).
+    touch(tmp_path / "resume")
+    assert wait_proc(mpi, 60, "mpirun") == 0
+    for r in (0, 1):
+        assert load_ledger(tmp_path / f"expect.{r}")["iterations"] == PAUSE_AT + 3
+
+
+def run_hccl_traced(reaper, start_tracer, tmp_path, n_tracers):
+    wait, expect = tmp_path / "go", tmp_path / "expect"
+    log = open(tmp_path / "hccl.log", "w")
+    drv = reaper.popen([str(PROGS / "hccl_driver"), str(PROGS / "libhccl.so"), "--rank", "1",
+                        "--nranks", "4", "--wait-file", wait, "--expect", expect,
+                        "--iters", "3", "--settle-ms", str(SETTLE_MS)], stdout=log, stderr=log,
+                       env=dict(os.environ, RANK="1"))
+    wait_files([f"{wait}.pid"], procs=[drv])
+    pid = read_pid(f"{wait}.pid")
+    outs = [tmp_path / f"t{i}.json" for i in range(n_tracers)]
+    trs = [start_tracer(["-p", str(pid), "--wait-libs", "--json", o]) for o in outs]
+    for t in trs:
+        t.wait_attached()
+    touch(wait)
+    assert wait_proc(drv, 60, "hccl_driver") == 0, (tmp_path / "hccl.log").read_text()
+    for t in trs:
+        assert t.wait() == 0, t.describe()
+    return [load_trace_json(o) for o in outs], expect, pid
+
+
+def test_two_tracers_same_target(bpf, progs, reaper, start_tracer, tmp_path):
+    reports, expect, pid = run_hccl_traced(reaper, start_tracer, tmp_path, 2)
+    for js in reports:
+        check_hccl(js, expect, pid=pid)
+
+
+def test_attach_detach_repeatedly(bpf, progs, mpi_available, clean_kernel, reaper,
+                                  start_tracer, tmp_path):
+    mpi, tr, pids, ledgers = start_paused_mpi(reaper, start_tracer, tmp_path,
+                                              iters=PAUSE_AT + 1)
+    tr.signal(signal.SIGINT)
+    assert tr.wait() == 0
+    for i in range(5):
+        t = start_tracer(["-p", f"{pids[0]},{pids[1]}", "--json", tmp_path / f"r{i}.json"])
+        t.wait_attached()
+        t.signal(signal.SIGTERM)
+        assert t.wait() == 0, t.describe()
+        assert wait_gone(), f"round {i}: BPF programs left behind"
+        assert not our_bpf_maps(), f"round {i}: BPF maps left behind: {our_bpf_maps()}"
+        js = load_trace_json(tmp_path / f"r{i}.json")
+        assert sorted(p["pid"] for p in js["processes"]) == sorted(pids)
+    touch(tmp_path / "resume")
+    assert wait_proc(mpi, 60, "mpirun") == 0
+
+
+def test_unprivileged_user_refused(tracer_path, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("SKIPPED LOUDLY: needs root to switch to an unprivileged user")
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        "--inh-caps=-all", "--bounding-set=-all", str(tracer_path), "-p",
+                        str(os.getpid())], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3, (r.returncode, r.stderr)
+    assert "CAP_BPF" in r.stderr, r.stderr
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        "--inh-caps=-all", "--bounding-set=-all", str(tracer_path), "--check"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3 and "CAP_BPF" in r.stderr, r.stderr
+
+
+def test_output_symlink_not_followed(bpf, progs, reaper, start_tracer, tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    out = tmp_path / "trace.json"
+    out.symlink_to(victim)
+    wait = tmp_path / "go"
+    log = open(tmp_path / "hccl.log", "w")
+    drv = reaper.popen([str(PROGS / "hccl_driver"), str(PROGS / "libhccl.so"), "--rank", "0",
+                        "--nranks", "2", "--wait-file", wait, "--expect", tmp_path / "e",
+                        "--settle-ms", str(SETTLE_MS)], stdout=log, stderr=log)
+    wait_files([f"{wait}.pid"], procs=[drv])
+    tr = start_tracer(["-p", str(read_pid(f"{wait}.pid")), "--wait-libs", "--json", out])
+    tr.wait_attached()
+    touch(wait)
+    assert wait_proc(drv, 60, "hccl_driver") == 0
+    assert tr.wait() == 0, tr.describe()
+    assert victim.read_text() == "precious\n", "the symlink's target was written through"
+    assert not out.is_symlink() and json.loads(out.read_text())["total_counts"] > 0
+    assert oct(out.stat().st_mode & 0o777) == "0o644"
+
+
+def test_target_in_own_mount_namespace(bpf, progs, reaper, start_tracer, tmp_path):
+    """The library lives at a path only the target's mount namespace has."""
+    if subprocess.run(["unshare", "--mount", "true"]).returncode != 0:
+        pytest.skip("SKIPPED LOUDLY: cannot create a mount namespace here")
+    priv = "/mnt/commtrace-ns-test"
+    os.makedirs(priv, exist_ok=True)
+    wait, expect = tmp_path / "go", tmp_path / "expect"
+    script = (f"mount -t tmpfs none {priv} && cp {PROGS / 'libhccl.so'} {priv}/ && "
+              f"RANK=1 exec {PROGS / 'hccl_driver'} {priv}/libhccl.so --rank 1 --nranks 4 "
+              f"--wait-file {wait} --expect {expect} --iters 3 --settle-ms {SETTLE_MS}")
+    log = open(tmp_path / "ns.log", "w")
+    drv = reaper.popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+                       stdout=log, stderr=log)
+    wait_files([f"{wait}.pid"], procs=[drv])
+    pid = read_pid(f"{wait}.pid")
+    assert not os.path.exists(f"{priv}/libhccl.so"), "the host must not see the library"
+    out = tmp_path / "trace.json"
+    tr = start_tracer(["-p", str(pid), "--wait-libs", "--json", out])
+    tr.wait_attached()
+    touch(wait)
+    assert wait_proc(drv, 60, "hccl_driver") == 0, (tmp_path / "ns.log").read_text()
+    assert tr.wait() == 0, tr.describe()
+    check_hccl(load_trace_json(out), expect, pid=pid)

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: MIT
+/* --sharding's pure parts: TensorImpl headers, torch versions, placement tuples. */
+#include <errno.h>
+#include <string.h>
+
+#include "harness.h"
+#include "python/params.h"
+
+/* A TensorImpl header as torch 1.13 lays it out (params.c), filled in by hand. */
+static void fake_impl(const struct ct_torch_layout *l, uint8_t *ti, size_t len, uint64_t dim,
+		      const int64_t *sizes, int64_t numel, uint16_t dtype)
+{
+	memset(ti, 0xa5, len);
+	memcpy(ti + l->ti_dim, &dim, 8);
+	if (dim <= l->inline_max && l->ti_sizes + 8 * dim <= len) {
+		memcpy(ti + l->ti_sizes, sizes, 8 * dim);
+	} else {
+		uint64_t heap = 0x7f0000001000ULL;
+
+		memcpy(ti + l->ti_sizes, &heap, 8);
+	}
+	memcpy(ti + l->ti_numel, &numel, 8);
+	memcpy(ti + l->ti_dtype, &dtype, 2);
+}
+
+TEST(params_tensor_decode)
+{
+	const struct ct_torch_layout *l = ct_torch_layout_for("1.13.0a0");
+	static const int64_t s2[] = {32, 16}, s6[] = {1, 2, 1, 2, 1, 3};
+	int64_t shape[CT_PARAM_DIMS_MAX];
+	uint8_t ti[256];
+	uint64_t heap = 0;
+	uint16_t dtype;
+	int ndim;
+
+	if (!ASSERT_NOT_NULL(l, "1.13 layout"))
+		return;
+	fake_impl(l, ti, sizeof(ti), 2, s2, 512, 6);
+	ASSERT_OK(ct_tensor_decode(l, ti, sizeof(ti), NULL, 0, &dtype, &ndim, shape, &heap),
+		  "inline sizes");
+	ASSERT_EQ(ndim, 2, "ndim");
+	ASSERT_EQ(shape[0], 32, "dim 0");
+	ASSERT_EQ(shape[1], 16, "dim 1");
+	ASSERT_EQ(dtype, 6, "dtype");
+	/* A 0-d tensor: no sizes, numel 1. */
+	fake_impl(l, ti, sizeof(ti), 0, s2, 1, 7);
+	ASSERT_OK(ct_tensor_decode(l, ti, sizeof(ti), NULL, 0, &dtype, &ndim, shape, &heap), "0-d");
+	ASSERT_EQ(ndim, 0, "0-d ndim");
+	/* numel that is not the product: not a TensorImpl of this layout. */
+	fake_impl(l, ti, sizeof(ti), 2, s2, 513, 6);
+	ASSERT_EQ(ct_tensor_decode(l, ti, sizeof(ti), NULL, 0, &dtype, &ndim, shape, &heap),
+		  -EINVAL, "numel mismatch");
+	/* Six dims: the sizes are on the heap, read by the caller. */
+	fake_impl(l, ti, sizeof(ti), 6, s6, 12, 6);
+	ASSERT_EQ(ct_tensor_decode(l, ti, sizeof(ti), NULL, 0, &dtype, &ndim, shape, &heap),
+		  -EAGAIN, "heap sizes");
+	ASSERT_EQ(ndim, 6, "heap ndim");
+	ASSERT_EQ(heap, 0x7f0000001000ULL, "heap address");
+	ASSERT_OK(ct_tensor_decode(l, ti, sizeof(ti), s6, 6, &dtype, &ndim, shape, &heap),
+		  "heap sizes given");
+	ASSERT_EQ(shape[5], 3, "heap dim 5");
+	ASSERT_EQ(ct_tensor_decode(l, ti, sizeof(ti), s6, 5, &dtype, &ndim, shape, &heap), -EINVAL,
+		  "too few heap sizes");
+	/* Garbage: dims past torch's 64, negative sizes, a short header. */
+	fake_impl(l, ti, sizeof(ti), 65, s2, 1, 6);
+	ASSERT_EQ(ct_tensor_decode(l, ti, sizeof(ti), NULL, 0, &dtype, &ndim, shape, &heap),
+		  -EINVAL, "65 dims");
+	fake_impl(l, ti, sizeof(ti), 40, s2, 1, 6);
+	ASSERT_EQ(ct_tensor_decode(l, ti, sizeof(ti), NULL, 0, &dtype, &ndim, shape, &heap), -E2BIG,
+		  "more dims than kept");
+	{
+		static const int64_t neg[] = {-2, -3};
+
+		fake_impl(l, ti, sizeof(ti), 2, neg, 6, 6);
+		ASSERT_EQ(ct_tensor_decode(l, ti, sizeof(ti), NULL, 0, &dtype, &ndim, shape, &heap),
+			  -EINVAL, "negative sizes");
+	}
+	ASSERT_EQ(ct_tensor_decode(l, ti, 100, NULL, 0, &dtype, &ndim, shape, &heap), -EINVAL,
+		  "short header");
+}
+
+TEST(params_torch_version)
+{
+	char v[32];
+
+	ASSERT_OK(ct_torch_version_parse("__version__ = '1.13.0a0'\ndebug = False\n", v, sizeof(v)),
+		  "1.13 version.py");
+	ASSERT_STREQ(v, "1.13.0a0", "1.13");
+	ASSERT_OK(ct_torch_version_parse("from typing import Optional\n__all__ = []\n"
+					 "__version__: str = \"2.1.0+cu121\"\n",
+					 v, sizeof(v)),
+		  "2.x version.py");
+	ASSERT_STREQ(v, "2.1.0+cu121", "2.1");
+	ASSERT_EQ(ct_torch_version_parse("git__version__ = '1'\n", v, sizeof(v)), -ENOENT,
+		  "not at a line start");
+	ASSERT_EQ(ct_torch_version_parse("__version__ = '1.13", v, sizeof(v)), -ENOENT,
+		  "unterminated");
+	ASSERT_EQ(ct_torch_version_parse("", v, sizeof(v)), -ENOENT, "empty");
+	ASSERT_NOT_NULL(ct_torch_layout_for("1.13.1+cpu"), "1.13.1");
+	ASSERT_NOT_NULL(ct_torch_layout_for("1.13"), "1.13");
+	ASSERT_TRUE(ct_torch_layout_for("1.130") == NULL, "1.130");
+	ASSERT_TRUE(ct_torch_layout_for("2.1.0") == NULL, "2.1 not measured");
+	ASSERT_TRUE(ct_torch_layout_for("") == NULL, "unknown");
+}
+
+TEST(params_placements_format)
+{
+	const char *one[] = {"Shard(dim=0)"}, *two[] = {"Shard(dim=1)", "Replicate()"};
+	char buf[64], tiny[8];
+
+	ct_placements_format(buf, sizeof(buf), one, 1);
+	ASSERT_STREQ(buf, "(Shard(dim=0),)", "one placement");
+	ct_placements_format(buf, sizeof(buf), two, 2);
+	ASSERT_STREQ(buf, "(Shard(dim=1), Replicate())", "two placements");
+	ct_placements_format(buf, sizeof(buf), NULL, 0);
+	ASSERT_STREQ(buf, "()", "none");
+	ct_placements_format(tiny, sizeof(tiny), two, 2);
+	ASSERT_EQ(strlen(tiny), sizeof(tiny) - 1, "cut to the buffer");
+}

@@ -1,0 +1,50 @@
+# SPDX-License-Identifier: MIT
+"""A 2-rank Gloo all-reduce loop under the PyTorch profiler, for the Chrome Trace fusion
+test. torch 1.13 here writes the legacy autograd-profiler trace (a bare event array, `ts`
+relative to the profiler's start, pid "CPU functions"), which has no clock of its own, so
+the rank records an anchor: a record_function("commtrace_anchor") range whose start is
+taken next to time.time_ns() (CLOCK_REALTIME, the clock `fuse --anchor` expects).
+
+Ranks: MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE in the environment.
+  --iters N        all-reduces (default 5)
+  --wait-file P    write the pid to P.pid.RANK after init, wait for P to exist
+  --out DIR        write DIR/prof.RANK.json (the trace) and DIR/anchor.RANK (wall ns)
+"""
+import argparse
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.profiler as tp
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--wait-file")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    if a.wait_file:
+        with open(f"{a.wait_file}.pid.{rank}", "w") as f:
+            f.write(f"{os.getpid()}\n")
+        while not os.path.exists(a.wait_file):
+            time.sleep(0.02)
+    t = torch.ones(1024)
+    with tp.profile(activities=[tp.ProfilerActivity.CPU]) as prof:
+        with tp.record_function("commtrace_anchor"):
+            anchor = time.time_ns()
+        for _ in range(a.iters):
+            dist.all_reduce(t)
+            time.sleep(0.002)
+    prof.export_chrome_trace(os.path.join(a.out, f"prof.{rank}.json"))
+    with open(os.path.join(a.out, f"anchor.{rank}"), "w") as f:
+        f.write(f"{anchor}\n")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

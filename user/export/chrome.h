@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * --chrome FILE: the session as a Chrome Trace / Perfetto JSON document (docs/chrome.md),
+ * streamed: each call is written when it returns, module/op slices when tracing ends
+ * (the tree has no entry/exit events of its own), metadata last. Memory is bounded by
+ * fixed tables; the file by --chrome-max-mb and --chrome-window.
+ *
+ * The pure parts (escaping, the nesting check, the two matchers behind the flow arrows)
+ * are exposed for the unit tests.
+ */
+#ifndef CT_EXPORT_CHROME_H
+#define CT_EXPORT_CHROME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct ct_session;
+struct ct_proc;
+struct ct_call_event;
+struct ct_ret_event;
+struct ct_proc_event;
+struct ct_func;
+struct ct_libdesc;
+
+/* ---- growable string buffer with JSON escaping ------------------------------------------ */
+
+struct ct_sbuf {
+	char *buf;
+	size_t len, cap;
+	bool oom; /* an allocation failed: the content is incomplete, do not write it */
+};
+
+void ct_sbuf_reset(struct ct_sbuf *b);
+void ct_sbuf_free(struct ct_sbuf *b);
+void ct_sbuf_printf(struct ct_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/*
+ * s as a JSON string literal, quotes included. Control characters become \uXXXX (or \n,
+ * \t, …); bytes that are not valid UTF-8 (names read from a process' memory can be
+ * anything) become U+FFFD, so the document stays valid for strict parsers. NULL: null.
+ */
+void ct_sbuf_jstr(struct ct_sbuf *b, const char *s);
+/* Nanoseconds as microseconds with three decimals, exactly (no double rounding). */
+void ct_sbuf_us(struct ct_sbuf *b, uint64_t ns);
+
+/* ---- nesting check ---------------------------------------------------------------------- */
+
+struct ct_span {
+	uint64_t start, end; /* ns, end >= start */
+	uint32_t id;	     /* the caller's */
+	bool bad;	     /* set: partially overlaps a span kept before it */
+};
+
+/*
+ * Perfetto nests the slices of one track by time and rejects a slice that starts inside
+ * another and ends after it. Sorts spans (start ascending, longer first) and marks every
+ * span that partially overlaps one already accepted; returns how many were marked.
+ * Equal spans nest (the first one encloses the second).
+ */
+size_t ct_span_check(struct ct_span *spans, size_t n);
+
+/* ---- cross-rank matcher ----------------------------------------------------------------- */
+
+/*
+ * The halves of one collective in different processes. Communicator handles (Gloo
+ * contexts, ProcessGroup and ncclComm_t pointers, MPI_Comm handles) are addresses local
+ * to each process, so halves are matched by (function, group size, n-th call of that
+ * function in its process): the collective-ordering rule every library imposes on the
+ * members of a communicator.
+ */
+struct ct_xkey {
+	const char *function; /* interned: compared by address */
+	int32_t group_size;
+	uint64_t seq; /* 1-based per process and function */
+};
+
+struct ct_xhalf {
+	uint32_t pid, tid;
+	uint64_t ts, end;
+};
+
+#define CT_XMATCH_SLOTS 4096 /* collectives remembered, the oldest forgotten first */
+
+struct ct_xmatch {
+	struct {
+		struct ct_xkey key;
+		struct ct_xhalf first;
+		bool used;
+	} slot[CT_XMATCH_SLOTS];
+	uint32_t next;
+	uint64_t evicted;
+};
+
+/*
+ * Records h under k. Returns true, with *first set, when another process already recorded
+ * a half under k (the flow goes from that one to h); the first half stays for later ranks.
+ */
+bool ct_xmatch_add(struct ct_xmatch *m, const struct ct_xkey *k, const struct ct_xhalf *h,
+		   struct ct_xhalf *first);
+
+/* ---- caller thread → library worker thread (c10d → Gloo) -------------------------------- */
+
+#define CT_HANDOFF_SLOTS 64 /* c10d calls per process awaiting their Gloo execution */
+
+struct ct_handoff {
+	struct {
+		uint8_t kind;
+		bool used, matched, src_done, dst_done;
+		struct ct_xhalf src, dst;
+	} slot[CT_HANDOFF_SLOTS];
+	uint32_t next;
+	uint64_t evicted;
+};
+
+/* A caller-side (c10d) call began; returns its slot (for ct_handoff_end), -1 if none. */
+int ct_handoff_caller(struct ct_handoff *q, uint8_t kind, const struct ct_xhalf *src);
+/*
+ * A library call of this kind began on a worker thread: the oldest unmatched caller-side
+ * call of the same kind that began before it is its origin. Returns that slot, or -1.
+ */
+int ct_handoff_worker(struct ct_handoff *q, uint8_t kind, const struct ct_xhalf *dst);
+/*
+ * One end returned (dst: the worker side). Returns true when both ends are complete; then
+ * *src and *dst hold them and the slot is freed.
+ */
+bool ct_handoff_end(struct ct_handoff *q, int slot, bool worker, uint64_t end, struct ct_xhalf *src,
+		    struct ct_xhalf *dst);
+
+/* ---- the exporter ----------------------------------------------------------------------- */
+
+struct ct_chrome_opts {
+	const char *path;
+	uint64_t max_bytes;	   /* 0: no cap */
+	uint64_t window_ns;	   /* 0: no window; else calls starting later are not written */
+	const char *device_buffer; /* devprof buffer file for the combined export, or NULL */
+};
+
+/* Opens the temporary output; 0 or -errno. */
+int ct_chrome_open(struct ct_session *s, const struct ct_chrome_opts *o);
+/* One-line hooks from events.c. node: the call's tree node, or -1. */
+void ct_chrome_call(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
+		    const struct ct_func *fn, const struct ct_libdesc *d, uint64_t sent,
+		    uint64_t recv, const char *dtype);
+void ct_chrome_ret(struct ct_session *s, struct ct_proc *p, const struct ct_ret_event *ev);
+/*
+ * Writes what is still open (calls in flight, the call tree's module/op slices, the
+ * device buffer) and the metadata, and renames the file into place. 0 or -errno.
+ */
+int ct_chrome_close(struct ct_session *s);
+
+#endif
