@@ -16,10 +16,15 @@ pkgs=(
 	clang-format clang-tidy cppcheck
 	# test targets: real Open MPI, real PyTorch with Gloo, mpi4py
 	openmpi-bin libopenmpi-dev python3 python3-torch python3-mpi4py python3-pytest
-	# cross-checks and benchmarks; nodejs/npm: the independent Chrome-trace parser of
-	# tests/integration/test_chrome.py (Chrome DevTools' trace engine, from npm)
-	bpftrace nodejs npm
+	# cross-checks and benchmarks
+	bpftrace
 )
+
+# Node.js and npm run the independent Chrome-trace parser of tests/integration/test_chrome.py
+# (Chrome DevTools' trace engine, from the npm registry). A machine that already has them
+# (these images ship Node.js 20 outside Debian's packages, which Debian's npm conflicts
+# with) keeps its own.
+command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -367,3 +367,29 @@ def test_chrome_options_refused(tracer_path, tmp_path):
                       (["-p", "1", "--chrome", "x", "--chrome-window", "0"], "--chrome-window")):
         r = run_tracer(args)
         assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
+
+
+def test_chrome_with_device_buffer(bpf, progs, tmp_path):
+    """The combined export: host collectives and a decoded device buffer in one file."""
+    buf, out = tmp_path / "dev.bin", tmp_path / "trace.json"
+    subprocess.run([str(TRACER), "devprof", "gen", "--scenario", "basic", "-o", str(buf)],
+                   check=True, capture_output=True, timeout=60)
+    golden = json.loads((REPO / "tests/golden/devprof/basic.json").read_text())
+    device_slices = [e for e in golden["traceEvents"] if e.get("ph") == "X"]
+    r = subprocess.run([str(TRACER), "-q", "--json", str(tmp_path / "r.json"), "--chrome",
+                        str(out), "--device-buffer", str(buf), "--",
+                        str(REPO / "build/progs/hccl_driver"),
+                        str(REPO / "build/progs/libhccl.so"), "--rank", "0", "--nranks", "2",
+                        "--settle-ms", "300"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    trace = json.loads(out.read_text())
+    report = json.loads((tmp_path / "r.json").read_text())
+    names = {e["args"]["name"] for e in trace["traceEvents"]
+             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    assert {"AIC 0", "AIC 1", "AIV 0", "AIV 1", "AIV 2"} <= names, names
+    device = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("tid", 0) >= 0x10000
+              and e.get("tid", 0) < 0x10800]
+    assert len(device) == len(device_slices), "every device record once"
+    host = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "comm"]
+    assert len(host) == report["total_counts"], "every host call once"
+    assert "commtrace_devprof" in trace["metadata"]
