@@ -42,8 +42,8 @@ const volatile __u64 ct_wakeup_bytes = 1 << 20;
 static __always_inline __u64 wakeup_flag(void)
 {
 	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= ct_wakeup_bytes
-		       ? BPF_RB_FORCE_WAKEUP
-		       : BPF_RB_NO_WAKEUP;
+		   ? BPF_RB_FORCE_WAKEUP
+		   : BPF_RB_NO_WAKEUP;
 }
 
 /* Threads inside a traced call; LRU so that threads killed mid-call cannot fill it. */
@@ -234,7 +234,8 @@ int ct_entry(struct pt_regs *ctx)
 	 * default wakes the reader only if nothing unread is before this record, and
 	 * batched returns usually are.
 	 */
-	emitted = bpf_ringbuf_output(&events, ev, size, n ? BPF_RB_FORCE_WAKEUP : wakeup_flag()) == 0;
+	emitted =
+	    bpf_ringbuf_output(&events, ev, size, n ? BPF_RB_FORCE_WAKEUP : wakeup_flag()) == 0;
 	if (!emitted)
 		count_drop(CT_DROP_RINGBUF);
 

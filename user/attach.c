@@ -46,7 +46,8 @@ const char *ct_bpf_unavailable_reason(void)
 	const int cap_sys_admin = 21, cap_perfmon = 38, cap_bpf = 39, cap_sys_ptrace = 19;
 
 	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
-		return "the kernel has no BTF (/sys/kernel/btf/vmlinux): CONFIG_DEBUG_INFO_BTF=y is "
+		return "the kernel has no BTF (/sys/kernel/btf/vmlinux): CONFIG_DEBUG_INFO_BTF=y "
+		       "is "
 		       "needed";
 	if (!has_cap(cap_bpf) && !has_cap(cap_sys_admin))
 		return "missing CAP_BPF (or CAP_SYS_ADMIN): run as root, or grant "
@@ -175,13 +176,13 @@ int ct_bpf_attach_func(struct ct_session *s, struct ct_proc *p, struct ct_file *
 	struct bpf_link *l[2];
 	int err = 0;
 
-	l[0] = bpf_program__attach_uprobe_opts(s->skel->progs.ct_entry, pid, f->path,
-					       sym->file_off, &uo);
+	l[0] = bpf_program__attach_uprobe_opts(s->skel->progs.ct_entry, pid, f->path, sym->file_off,
+					       &uo);
 	if (!l[0])
 		return -errno;
 	uo.retprobe = true;
-	l[1] = bpf_program__attach_uprobe_opts(s->skel->progs.ct_exit, pid, f->path,
-					       sym->file_off, &uo);
+	l[1] = bpf_program__attach_uprobe_opts(s->skel->progs.ct_exit, pid, f->path, sym->file_off,
+					       &uo);
 	if (!l[1]) {
 		err = -errno;
 		bpf_link__destroy(l[0]);
@@ -219,7 +220,8 @@ int ct_bpf_attach_ldso(struct ct_session *s, const char *path)
 	f = ct_file_get(s, path, &ct_lib_ldso, err, sizeof(err));
 	if (!f || !f->funcs[0].found) {
 		ct_info("commtrace: no _dl_debug_state in %s: libraries loaded later are found "
-			"by polling only\n", path);
+			"by polling only\n",
+			path);
 		return -ENOENT;
 	}
 	/* File-wide (pid -1), filtered in BPF by the traced set: no race with a new exec. */

@@ -10,52 +10,52 @@
 #include "target/proc.h"
 
 static const char usage_text[] =
-	"Usage: commtrace-bpf -p PID[,PID...] [options]\n"
-	"       commtrace-bpf [options] -- COMMAND [ARGS...]\n"
-	"       commtrace-bpf --dry-run (-p PID | --lib PATH)\n"
-	"       commtrace-bpf devprof SUBCOMMAND ...   (device profile buffers; see devprof --help)\n"
-	"       commtrace-bpf fuse -o OUT TRACE... [--profiler FILE ...]   (see fuse --help)\n"
-	"\n"
-	"Trace the collectives (Open MPI, Gloo, PyTorch c10d, NCCL, HCCL) of running processes\n"
-	"with uprobes: calls, bytes, dtypes, communicators and latency, without changing or\n"
-	"restarting them. Detaching leaves the processes as they were.\n"
-	"\n"
-	"Options:\n"
-	"  -p, --pid PID[,PID...]   trace these running processes\n"
-	"  -d, --duration SECONDS   stop after this long (default: until Ctrl-C or all exit)\n"
-	"  -i, --interval SECONDS   print a live summary on stderr this often\n"
-	"      --json FILE          write the report as JSON (schema: docs/json.md)\n"
-	"      --table FILE         write seed 000's tracing table per process ('-': stdout)\n"
-	"      --noise-level N      table detail: 0 collectives, 1 + ops, 2 + modules (default 0)\n"
-	"      --profile FILE       more framework rules (module/op/helper frames; docs/profiles.md)\n"
-	"      --no-stacks          do not walk Python stacks (collectives only, lowest cost)\n"
-	"      --chrome FILE        write a Chrome Trace / Perfetto JSON file (docs/chrome.md)\n"
-	"      --chrome-max-mb N    cap its size (default 1024 MiB; 0: no cap)\n"
-	"      --chrome-window S    write only the calls of the first S seconds\n"
-	"      --device-buffer FILE add a device profile buffer (devprof) to the Chrome trace\n"
-	"      --sharding           list the root module's parameters (dtype, shape, placements)\n"
-	"      --dry-run            resolve and print the probes that would be attached\n"
-	"      --lib PATH           with --dry-run: resolve this library file\n"
-	"      --wait-libs          accept processes that map no known library yet\n"
-	"                           (they are attached when one is loaded)\n"
-	"      --ringbuf MB         BPF ring buffer size (default 8, a power of 2)\n"
-	"      --check              say whether BPF uprobes can be used here, and exit\n"
-	"  -q, --quiet              no summary on stderr\n"
-	"  -v, --verbose            more detail (-vv: libbpf debug and every event)\n"
-	"  -V, --version            print the version\n"
-	"  -h, --help               this help\n"
-	"\n"
-	"Exit status: 0 done, 1 failed, 2 bad usage, 3 BPF unavailable (privilege), 4 no such\n"
-	"process, 5 no known library in a process.\n"
-	"\n"
-	"Examples:\n"
-	"  sudo commtrace-bpf -p 4242                     # trace a running rank until Ctrl-C\n"
-	"  sudo commtrace-bpf -p 4242,4243 -d 30 --json comm.json\n"
-	"  sudo commtrace-bpf -i 5 -- mpirun -np 4 ./train   # launch, follow every rank\n"
-	"  sudo commtrace-bpf -p 4242 --table - --noise-level 2   # who caused each collective\n"
-	"  sudo commtrace-bpf --dry-run -p 4242           # what would be probed\n"
-	"  sudo commtrace-bpf -p 4242,4243 --chrome comm.trace.json   # open in ui.perfetto.dev\n"
-	"  commtrace-bpf --dry-run --lib /usr/lib/x86_64-linux-gnu/libnccl.so.2\n";
+    "Usage: commtrace-bpf -p PID[,PID...] [options]\n"
+    "       commtrace-bpf [options] -- COMMAND [ARGS...]\n"
+    "       commtrace-bpf --dry-run (-p PID | --lib PATH)\n"
+    "       commtrace-bpf devprof SUBCOMMAND ...   (device profile buffers; see devprof --help)\n"
+    "       commtrace-bpf fuse -o OUT TRACE... [--profiler FILE ...]   (see fuse --help)\n"
+    "\n"
+    "Trace the collectives (Open MPI, Gloo, PyTorch c10d, NCCL, HCCL) of running processes\n"
+    "with uprobes: calls, bytes, dtypes, communicators and latency, without changing or\n"
+    "restarting them. Detaching leaves the processes as they were.\n"
+    "\n"
+    "Options:\n"
+    "  -p, --pid PID[,PID...]   trace these running processes\n"
+    "  -d, --duration SECONDS   stop after this long (default: until Ctrl-C or all exit)\n"
+    "  -i, --interval SECONDS   print a live summary on stderr this often\n"
+    "      --json FILE          write the report as JSON (schema: docs/json.md)\n"
+    "      --table FILE         write seed 000's tracing table per process ('-': stdout)\n"
+    "      --noise-level N      table detail: 0 collectives, 1 + ops, 2 + modules (default 0)\n"
+    "      --profile FILE       more framework rules (module/op/helper frames; docs/profiles.md)\n"
+    "      --no-stacks          do not walk Python stacks (collectives only, lowest cost)\n"
+    "      --chrome FILE        write a Chrome Trace / Perfetto JSON file (docs/chrome.md)\n"
+    "      --chrome-max-mb N    cap its size (default 1024 MiB; 0: no cap)\n"
+    "      --chrome-window S    write only the calls of the first S seconds\n"
+    "      --device-buffer FILE add a device profile buffer (devprof) to the Chrome trace\n"
+    "      --sharding           list the root module's parameters (dtype, shape, placements)\n"
+    "      --dry-run            resolve and print the probes that would be attached\n"
+    "      --lib PATH           with --dry-run: resolve this library file\n"
+    "      --wait-libs          accept processes that map no known library yet\n"
+    "                           (they are attached when one is loaded)\n"
+    "      --ringbuf MB         BPF ring buffer size (default 8, a power of 2)\n"
+    "      --check              say whether BPF uprobes can be used here, and exit\n"
+    "  -q, --quiet              no summary on stderr\n"
+    "  -v, --verbose            more detail (-vv: libbpf debug and every event)\n"
+    "  -V, --version            print the version\n"
+    "  -h, --help               this help\n"
+    "\n"
+    "Exit status: 0 done, 1 failed, 2 bad usage, 3 BPF unavailable (privilege), 4 no such\n"
+    "process, 5 no known library in a process.\n"
+    "\n"
+    "Examples:\n"
+    "  sudo commtrace-bpf -p 4242                     # trace a running rank until Ctrl-C\n"
+    "  sudo commtrace-bpf -p 4242,4243 -d 30 --json comm.json\n"
+    "  sudo commtrace-bpf -i 5 -- mpirun -np 4 ./train   # launch, follow every rank\n"
+    "  sudo commtrace-bpf -p 4242 --table - --noise-level 2   # who caused each collective\n"
+    "  sudo commtrace-bpf --dry-run -p 4242           # what would be probed\n"
+    "  sudo commtrace-bpf -p 4242,4243 --chrome comm.trace.json   # open in ui.perfetto.dev\n"
+    "  commtrace-bpf --dry-run --lib /usr/lib/x86_64-linux-gnu/libnccl.so.2\n";
 
 void ct_usage(FILE *out)
 {
@@ -80,33 +80,47 @@ static int parse_seconds(const char *what, const char *s, double *out)
 
 int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 {
-	enum { OPT_JSON = 256, OPT_DRY, OPT_LIB, OPT_WAIT, OPT_RB, OPT_CHECK, OPT_TABLE, OPT_NOISE,
-	       OPT_PROFILE, OPT_NO_STACKS, OPT_SHARDING, OPT_CHROME, OPT_CHROME_MB, OPT_CHROME_WIN,
-	       OPT_DEVBUF };
+	enum {
+		OPT_JSON = 256,
+		OPT_DRY,
+		OPT_LIB,
+		OPT_WAIT,
+		OPT_RB,
+		OPT_CHECK,
+		OPT_TABLE,
+		OPT_NOISE,
+		OPT_PROFILE,
+		OPT_NO_STACKS,
+		OPT_SHARDING,
+		OPT_CHROME,
+		OPT_CHROME_MB,
+		OPT_CHROME_WIN,
+		OPT_DEVBUF
+	};
 	static const struct option longopts[] = {
-		{"pid", required_argument, NULL, 'p'},
-		{"duration", required_argument, NULL, 'd'},
-		{"interval", required_argument, NULL, 'i'},
-		{"json", required_argument, NULL, OPT_JSON},
-		{"dry-run", no_argument, NULL, OPT_DRY},
-		{"lib", required_argument, NULL, OPT_LIB},
-		{"wait-libs", no_argument, NULL, OPT_WAIT},
-		{"ringbuf", required_argument, NULL, OPT_RB},
-		{"check", no_argument, NULL, OPT_CHECK},
-		{"table", required_argument, NULL, OPT_TABLE},
-		{"noise-level", required_argument, NULL, OPT_NOISE},
-		{"profile", required_argument, NULL, OPT_PROFILE},
-		{"no-stacks", no_argument, NULL, OPT_NO_STACKS},
-		{"chrome", required_argument, NULL, OPT_CHROME},
-		{"chrome-max-mb", required_argument, NULL, OPT_CHROME_MB},
-		{"chrome-window", required_argument, NULL, OPT_CHROME_WIN},
-		{"device-buffer", required_argument, NULL, OPT_DEVBUF},
-		{"sharding", no_argument, NULL, OPT_SHARDING},
-		{"quiet", no_argument, NULL, 'q'},
-		{"verbose", no_argument, NULL, 'v'},
-		{"version", no_argument, NULL, 'V'},
-		{"help", no_argument, NULL, 'h'},
-		{},
+	    {"pid", required_argument, NULL, 'p'},
+	    {"duration", required_argument, NULL, 'd'},
+	    {"interval", required_argument, NULL, 'i'},
+	    {"json", required_argument, NULL, OPT_JSON},
+	    {"dry-run", no_argument, NULL, OPT_DRY},
+	    {"lib", required_argument, NULL, OPT_LIB},
+	    {"wait-libs", no_argument, NULL, OPT_WAIT},
+	    {"ringbuf", required_argument, NULL, OPT_RB},
+	    {"check", no_argument, NULL, OPT_CHECK},
+	    {"table", required_argument, NULL, OPT_TABLE},
+	    {"noise-level", required_argument, NULL, OPT_NOISE},
+	    {"profile", required_argument, NULL, OPT_PROFILE},
+	    {"no-stacks", no_argument, NULL, OPT_NO_STACKS},
+	    {"chrome", required_argument, NULL, OPT_CHROME},
+	    {"chrome-max-mb", required_argument, NULL, OPT_CHROME_MB},
+	    {"chrome-window", required_argument, NULL, OPT_CHROME_WIN},
+	    {"device-buffer", required_argument, NULL, OPT_DEVBUF},
+	    {"sharding", no_argument, NULL, OPT_SHARDING},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"version", no_argument, NULL, 'V'},
+	    {"help", no_argument, NULL, 'h'},
+	    {},
 	};
 	int c, n;
 	char *end;
@@ -122,10 +136,11 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 			n = ct_parse_pid_list(optarg, o->pids + o->n_pids,
 					      CT_MAX_TARGETS - o->n_pids);
 			if (n < 0) {
-				fprintf(stderr,
-					"commtrace-bpf: invalid pid list '%s': expected PID[,PID...] "
-					"of positive integers\n",
-					optarg);
+				fprintf(
+				    stderr,
+				    "commtrace-bpf: invalid pid list '%s': expected PID[,PID...] "
+				    "of positive integers\n",
+				    optarg);
 				return CT_EXIT_USAGE;
 			}
 			o->n_pids += n;
@@ -155,10 +170,11 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 			mb = strtoul(optarg, &end, 10);
 			if (errno || end == optarg || *end || mb == 0 || mb > 1024 ||
 			    (mb & (mb - 1))) {
-				fprintf(stderr,
-					"commtrace-bpf: invalid --ringbuf '%s': a power of two from 1 "
-					"to 1024 (MiB)\n",
-					optarg);
+				fprintf(
+				    stderr,
+				    "commtrace-bpf: invalid --ringbuf '%s': a power of two from 1 "
+				    "to 1024 (MiB)\n",
+				    optarg);
 				return CT_EXIT_USAGE;
 			}
 			o->ringbuf_mb = (unsigned int)mb;
@@ -193,11 +209,13 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 		case OPT_CHROME_MB:
 			errno = 0;
 			mb = strtoul(optarg, &end, 10);
-			if (errno || end == optarg || *end || optarg[0] == '-' || mb > (1ul << 20)) {
-				fprintf(stderr,
-					"commtrace-bpf: invalid --chrome-max-mb '%s': MiB from 0 (no "
-					"cap) to 1048576\n",
-					optarg);
+			if (errno || end == optarg || *end || optarg[0] == '-' ||
+			    mb > (1ul << 20)) {
+				fprintf(
+				    stderr,
+				    "commtrace-bpf: invalid --chrome-max-mb '%s': MiB from 0 (no "
+				    "cap) to 1048576\n",
+				    optarg);
 				return CT_EXIT_USAGE;
 			}
 			o->chrome_max_mb = mb;
@@ -235,12 +253,14 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 		return CT_EXIT_USAGE;
 	}
 	if (!o->chrome_path && (o->device_buffer || o->chrome_window > 0)) {
-		fprintf(stderr, "commtrace-bpf: --device-buffer and --chrome-window go with --chrome "
-				"FILE\n");
+		fprintf(stderr,
+			"commtrace-bpf: --device-buffer and --chrome-window go with --chrome "
+			"FILE\n");
 		return CT_EXIT_USAGE;
 	}
 	if (o->cmd && o->n_pids) {
-		fprintf(stderr, "commtrace-bpf: give either -p PID or a command after --, not both\n");
+		fprintf(stderr,
+			"commtrace-bpf: give either -p PID or a command after --, not both\n");
 		return CT_EXIT_USAGE;
 	}
 	if (!o->cmd && !o->n_pids && !(o->dry_run && o->lib_path)) {

@@ -9,10 +9,10 @@ enum ct_exit {
 	CT_EXIT_OK = 0,
 	CT_EXIT_FAIL = 1,
 	CT_EXIT_USAGE = 2,
-	CT_EXIT_NOPRIV = 3,   /* BPF unavailable: missing capability, no BTF */
-	CT_EXIT_NOPROC = 4,   /* no such process */
-	CT_EXIT_NOLIB = 5,    /* a process maps none of the known libraries */
-	CT_EXIT_DONE = 100,   /* from ct_parse_args: nothing more to do, exit 0 (--help) */
+	CT_EXIT_NOPRIV = 3, /* BPF unavailable: missing capability, no BTF */
+	CT_EXIT_NOPROC = 4, /* no such process */
+	CT_EXIT_NOLIB = 5,  /* a process maps none of the known libraries */
+	CT_EXIT_DONE = 100, /* from ct_parse_args: nothing more to do, exit 0 (--help) */
 };
 
 /* 0: go on; CT_EXIT_DONE: exit 0; otherwise the exit code. */

@@ -100,8 +100,8 @@ static void on_call(struct ct_session *s, const struct ct_call_event *ev)
 	st->bytes_sent += sent;
 	st->bytes_recv += recv;
 	if (fn->sent.on || fn->recv.on) {
-		dtype = ct_dtype_name(p, d, ev->val[CT_V_DTYPE] ? ev->val[CT_V_DTYPE]
-								: ev->val[CT_V_RDTYPE]);
+		dtype = ct_dtype_name(
+		    p, d, ev->val[CT_V_DTYPE] ? ev->val[CT_V_DTYPE] : ev->val[CT_V_RDTYPE]);
 		ct_fstats_dtype(st, dtype);
 	}
 	if (ev->hdr.depth == 0 && ev->py.nframes) {

@@ -52,8 +52,7 @@ static void print_probe(const struct ct_libdesc *d, const struct ct_file *f, con
 }
 
 /* Which library a file is: by name, else the one whose functions it has most of. */
-static struct ct_file *resolve_any(struct ct_session *s, const char *path, char *err,
-				   size_t errlen)
+static struct ct_file *resolve_any(struct ct_session *s, const char *path, char *err, size_t errlen)
 {
 	const struct ct_libdesc *d = ct_catalog_match_file(path);
 	struct ct_file *best = NULL, *f;
@@ -313,8 +312,9 @@ static int trace(struct ct_session *s)
 			return CT_EXIT_FAIL;
 		}
 		if (attach_ldso_self(s))
-			fprintf(stderr, "commtrace-bpf: warning: no dynamic-linker probe; libraries "
-					"loaded later are found by polling every 2 s\n");
+			fprintf(stderr,
+				"commtrace-bpf: warning: no dynamic-linker probe; libraries "
+				"loaded later are found by polling every 2 s\n");
 		ct_prescan_system_libs(s);
 	}
 	nprobes = count_probes(s, libs, sizeof(libs));
@@ -376,7 +376,8 @@ static int trace(struct ct_session *s)
 	s->end_ns = now_ns(CLOCK_MONOTONIC);
 	ct_bpf_read_drops(s);
 	if (stop_signal)
-		fprintf(stderr, "commtrace-bpf: stopped by signal %d, detaching\n", (int)stop_signal);
+		fprintf(stderr, "commtrace-bpf: stopped by signal %d, detaching\n",
+			(int)stop_signal);
 	if (s->child) {
 		if (s->child_reaped && WIFEXITED(s->child_status))
 			fprintf(stderr, "commtrace-bpf: '%s' exited with status %d\n", o->cmd[0],
@@ -435,10 +436,10 @@ int main(int argc, char **argv)
 
 	if (o.chrome_path) {
 		struct ct_chrome_opts co = {
-			.path = o.chrome_path,
-			.max_bytes = (uint64_t)o.chrome_max_mb << 20,
-			.window_ns = (uint64_t)(o.chrome_window * 1e9),
-			.device_buffer = o.device_buffer,
+		    .path = o.chrome_path,
+		    .max_bytes = (uint64_t)o.chrome_max_mb << 20,
+		    .window_ns = (uint64_t)(o.chrome_window * 1e9),
+		    .device_buffer = o.device_buffer,
 		};
 
 		rc = ct_chrome_open(&s, &co);

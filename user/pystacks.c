@@ -98,8 +98,10 @@ int ct_py_attach_proc(struct ct_session *s, struct ct_proc *p)
 	p->py_checked = true;
 	rc = ct_py_detect(p->pid, &p->py);
 	if (rc == -ENOTSUP) {
-		fprintf(stderr, "commtrace-bpf: pid %d: %s; collectives are traced without Python "
-				"stacks\n", p->pid, p->py.notice);
+		fprintf(stderr,
+			"commtrace-bpf: pid %d: %s; collectives are traced without Python "
+			"stacks\n",
+			p->pid, p->py.notice);
 		return 0;
 	}
 	if (rc)
@@ -142,8 +144,8 @@ static const char *short_func(const char *qualname)
  * long as the model; a freed op object whose address is reused could show a
  * stale name until evicted, a cost accepted for not reading on every event.
  */
-static struct name_slot *name_slot(struct ct_pystate *st, pid_t pid, uint64_t parent,
-				   uint64_t obj, bool *hit)
+static struct name_slot *name_slot(struct ct_pystate *st, pid_t pid, uint64_t parent, uint64_t obj,
+				   bool *hit)
 {
 	struct name_slot *n = &st->names[((obj >> 4) ^ (parent >> 3) ^ (uint64_t)pid) % NAME_CACHE];
 
@@ -188,8 +190,8 @@ static const char *module_label(struct ct_pystate *st, struct ct_proc *p, uint64
 	n = name_slot(st, p->pid, parent, self, &hit);
 	if (hit)
 		return n->name;
-	if (oo && ct_py_module_name(p->pid, oo, &p->py.offsets, parent, self, buf,
-				    sizeof(buf)) == 0)
+	if (oo &&
+	    ct_py_module_name(p->pid, oo, &p->py.offsets, parent, self, buf, sizeof(buf)) == 0)
 		n->name = ct_intern(buf);
 	else
 		n->name = object_label(st, p, self, false);
@@ -218,7 +220,8 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 		struct ct_pyframe f;
 
 		st->frames++;
-		int rc = ct_py_symbolize(st->sym, p->pid, &p->py.offsets, raw->code, raw->instr, &f);
+		int rc =
+		    ct_py_symbolize(st->sym, p->pid, &p->py.offsets, raw->code, raw->instr, &f);
 
 		if (rc) {
 			st->symbolize_errors++;
@@ -242,20 +245,21 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 			break;
 		case CT_ROLE_HELPER:
 			if (!helper)
-				helper = ct_intern(r->name_from == CT_NAME_QUALNAME ? f.qualname
-										  : short_func(f.qualname));
+				helper = ct_intern(r->name_from == CT_NAME_QUALNAME
+						       ? f.qualname
+						       : short_func(f.qualname));
 			break;
 		case CT_ROLE_MODULE:
 		case CT_ROLE_OP:
 		case CT_ROLE_REDISTRIBUTE: {
 			struct ct_tree_frame *t = &path[npath];
 			uint8_t type = r->role == CT_ROLE_MODULE ? CT_NODE_MODULE
-					: r->role == CT_ROLE_OP	 ? CT_NODE_OP
+				       : r->role == CT_ROLE_OP	 ? CT_NODE_OP
 								 : CT_NODE_REDISTRIBUTE;
 
 			/* A module's forward may run its own _call_impl twice (hooks): one node. */
-			if (npath && path[npath - 1].type == type && path[npath - 1].self == raw->self &&
-			    type == CT_NODE_MODULE)
+			if (npath && path[npath - 1].type == type &&
+			    path[npath - 1].self == raw->self && type == CT_NODE_MODULE)
 				break;
 			if (npath == CT_TREE_MAX_DEPTH - 1)
 				break;
@@ -274,8 +278,8 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 				t->name = object_label(st, p, raw->self, false);
 			} else {
 				t->name = ct_intern(r->name_from == CT_NAME_QUALNAME
-							    ? f.qualname
-							    : short_func(f.qualname));
+							? f.qualname
+							: short_func(f.qualname));
 			}
 			npath++;
 			break;

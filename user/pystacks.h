@@ -13,7 +13,6 @@ int ct_py_attach_proc(struct ct_session *s, struct ct_proc *p);
 /* Put an outermost call with a Python stack into the process' tree: the node, or -1. */
 int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
 		      const struct ct_func *fn, const char *dtype, uint64_t bytes);
-void ct_py_stats(const struct ct_session *s, uint64_t *stacks, uint64_t *frames,
-		 uint64_t *errors);
+void ct_py_stats(const struct ct_session *s, uint64_t *stacks, uint64_t *frames, uint64_t *errors);
 
 #endif

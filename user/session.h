@@ -17,10 +17,10 @@
 #include "tree.h"
 #include "python/pyproc.h"
 
-#define CT_MAX_TARGETS	 256 /* traced processes at once (children included) */
-#define CT_MAX_LIBINST	 16  /* attached library instances per process */
-#define CT_MAX_FILES	 64  /* resolved library files cached per session */
-#define CT_MAX_THREADS	 64  /* named threads remembered per process */
+#define CT_MAX_TARGETS 256 /* traced processes at once (children included) */
+#define CT_MAX_LIBINST 16  /* attached library instances per process */
+#define CT_MAX_FILES   64  /* resolved library files cached per session */
+#define CT_MAX_THREADS 64  /* named threads remembered per process */
 
 struct ct_opts {
 	pid_t pids[CT_MAX_TARGETS];
@@ -29,8 +29,8 @@ struct ct_opts {
 	double duration;
 	double interval;
 	const char *json_path;
-	const char *lib_path; /* --lib: resolve one file (dry run) */
-	const char *table_path; /* --table FILE or "-" */
+	const char *lib_path;	  /* --lib: resolve one file (dry run) */
+	const char *table_path;	  /* --table FILE or "-" */
 	const char *profile_path; /* --profile FILE: more framework rules */
 	int noise_level;
 	bool dry_run;
@@ -44,7 +44,7 @@ struct ct_opts {
 	/* --chrome (user/export/chrome.c) */
 	const char *chrome_path;
 	unsigned long chrome_max_mb; /* 0: no cap */
-	double chrome_window; /* seconds after attach; 0: the whole session */
+	double chrome_window;	     /* seconds after attach; 0: the whole session */
 	const char *device_buffer;
 };
 
@@ -68,7 +68,7 @@ struct ct_file {
 /* A library file mapped into one process. */
 struct ct_libinst {
 	struct ct_file *file;
-	char path[PATH_MAX]; /* as the target sees it */
+	char path[PATH_MAX];	     /* as the target sees it */
 	uint64_t map_start, map_off; /* one executable mapping, for runtime addresses */
 	uint64_t *dtype_addr;	     /* runtime addresses of dtype objects */
 	uint64_t *op_addr;
@@ -96,7 +96,7 @@ struct ct_proc {
 	struct ct_tree tree; /* seed 000's records, from the Python stacks */
 	struct ct_pyproc py; /* its CPython, when has_python */
 	bool py_checked, has_python;
-	uint64_t root_module; /* the outermost nn.Module seen on a stack (its address) */
+	uint64_t root_module;	  /* the outermost nn.Module seen on a stack (its address) */
 	struct ct_params *params; /* --sharding: read at the first root_module, or NULL */
 	/* the tree node of each thread's outermost call in flight, for its duration */
 	struct {
@@ -121,7 +121,10 @@ struct ct_session {
 	struct ct_file *files[CT_MAX_FILES];
 	int n_files;
 	struct bpf_link *ldso_links[8]; /* file-wide _dl_debug_state probes */
-	struct { dev_t dev; ino_t ino; } ldso_files[8];
+	struct {
+		dev_t dev;
+		ino_t ino;
+	} ldso_files[8];
 	int n_ldso;
 	pid_t child; /* launch mode */
 	bool child_reaped;

@@ -259,7 +259,8 @@ static void exe_copies(struct ct_proc *p, const struct ct_libdesc *d, uint64_t *
 	for (size_t i = 0; i < nd; i++)
 		wants[i] = (struct ct_sym_want){.name = d->dtype_objects[i].symbol, .object = true};
 	for (size_t i = 0; i < no; i++)
-		wants[nd + i] = (struct ct_sym_want){.name = d->op_objects[i].symbol, .object = true};
+		wants[nd + i] =
+		    (struct ct_sym_want){.name = d->op_objects[i].symbol, .object = true};
 	if (ct_elf_resolve(e, wants, nd + no, found) <= 0 ||
 	    ct_maps_foreach(p->pid, collect_exe, &x) < 0)
 		goto out;
@@ -305,7 +306,8 @@ static int attach_lib(struct ct_session *s, struct ct_proc *p, const struct scan
 	li->op_addr = li->dtype_addr + d->n_dtype_objects;
 	for (size_t i = 0; i < d->n_dtype_objects; i++)
 		if (f->dtypes[i].found)
-			li->dtype_addr[i] = runtime_addr(sc, m->path, f->base_vaddr, f->dtypes[i].addr);
+			li->dtype_addr[i] =
+			    runtime_addr(sc, m->path, f->base_vaddr, f->dtypes[i].addr);
 	for (size_t i = 0; i < d->n_op_objects; i++)
 		if (f->ops[i].found)
 			li->op_addr[i] = runtime_addr(sc, m->path, f->base_vaddr, f->ops[i].addr);
@@ -323,8 +325,8 @@ static int attach_lib(struct ct_session *s, struct ct_proc *p, const struct scan
 	for (size_t i = 0; i < d->n_funcs; i++) {
 		if (!f->funcs[i].found)
 			continue;
-		err = ct_bpf_attach_func(s, p, f, base + i, &f->funcs[i],
-					 s->opts->cmd ? -1 : p->pid);
+		err =
+		    ct_bpf_attach_func(s, p, f, base + i, &f->funcs[i], s->opts->cmd ? -1 : p->pid);
 		if (err) {
 			if (err == -ESRCH || err == -ENOENT)
 				return err; /* the process is gone */
@@ -409,8 +411,12 @@ void ct_proc_detach(struct ct_session *s, struct ct_proc *p)
 /* Library directories of the dynamic linker's default search: ld.so.conf and the built-ins. */
 static int lib_dirs(char dirs[][PATH_MAX], int max)
 {
-	static const char *const builtin[] = {"/lib", "/usr/lib", "/lib64", "/usr/lib64",
-					      "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu"};
+	static const char *const builtin[] = {"/lib",
+					      "/usr/lib",
+					      "/lib64",
+					      "/usr/lib64",
+					      "/lib/x86_64-linux-gnu",
+					      "/usr/lib/x86_64-linux-gnu"};
 	char line[PATH_MAX];
 	int n = 0;
 	DIR *d;
@@ -445,7 +451,7 @@ static int lib_dirs(char dirs[][PATH_MAX], int max)
 
 int ct_prescan_system_libs(struct ct_session *s)
 {
-	char (*dirs)[PATH_MAX] = calloc(32, PATH_MAX);
+	char(*dirs)[PATH_MAX] = calloc(32, PATH_MAX);
 	char path[PATH_MAX], real[PATH_MAX], err[512];
 	int ndirs, attached = 0;
 

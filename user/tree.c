@@ -6,7 +6,7 @@
 
 /* ---- interned strings ---------------------------------------------------------------- */
 
-#define INTERN_BUCKETS 4096
+#define INTERN_BUCKETS	 4096
 #define INTERN_MAX_BYTES (4u << 20)
 
 struct istr {

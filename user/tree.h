@@ -54,8 +54,8 @@ struct ct_tree_call {
 	const char *function; /* library function */
 	const char *kind;     /* all_reduce, … */
 	uint8_t phase;
-	bool truncated;	      /* the stack was deeper than the walker's limit */
-	int32_t group_size;   /* -1 when unknown */
+	bool truncated;	    /* the stack was deeper than the walker's limit */
+	int32_t group_size; /* -1 when unknown */
 	int32_t rank_in_group;
 	uint64_t bytes;
 	const char *dtype;

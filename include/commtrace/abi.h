@@ -16,10 +16,10 @@
 #endif
 #include "commtrace/pyabi.h"
 
-#define CT_MAX_PROBES	 4096	/* probe specs (attach cookies) in one session */
-#define CT_MAX_DEPTH	 8	/* nested traced calls per thread (MPI inside c10d inside …) */
-#define CT_MAX_VEC	 4096	/* entries summed from a counts[] array (…v collectives) */
-#define CT_NVAL		 12	/* values decoded per call */
+#define CT_MAX_PROBES	 4096 /* probe specs (attach cookies) in one session */
+#define CT_MAX_DEPTH	 8    /* nested traced calls per thread (MPI inside c10d inside …) */
+#define CT_MAX_VEC	 4096 /* entries summed from a counts[] array (…v collectives) */
+#define CT_NVAL		 12   /* values decoded per call */
 #define CT_TASK_COMM_LEN 16
 
 /* Libraries. */
@@ -49,10 +49,10 @@ enum ct_kind {
 	CT_K_SEND,
 	CT_K_RECV,
 	CT_K_SENDRECV,
-	CT_K_WAIT,	   /* completion of non-blocking calls */
-	CT_K_GROUP_START,  /* ncclGroupStart */
-	CT_K_GROUP_END,	   /* ncclGroupEnd */
-	CT_K_COMM_INIT,	   /* communicator / group creation */
+	CT_K_WAIT,	  /* completion of non-blocking calls */
+	CT_K_GROUP_START, /* ncclGroupStart */
+	CT_K_GROUP_END,	  /* ncclGroupEnd */
+	CT_K_COMM_INIT,	  /* communicator / group creation */
 	CT_K_COMM_SPLIT,
 	CT_K_COMM_DESTROY, /* destroy / abort / free */
 	CT_K_DL_STATE,	   /* _dl_debug_state: the link map changed */
@@ -64,31 +64,31 @@ enum ct_kind {
  * user space turns handles and enums into names and sizes.
  */
 enum ct_val {
-	CT_V_COUNT = 0,	 /* element count (send side) */
-	CT_V_DTYPE,	 /* datatype handle or enum (send side) */
-	CT_V_DTSIZE,	 /* element size in bytes, where it is read from memory */
-	CT_V_RCOUNT,	 /* element count (receive side) */
-	CT_V_RDTYPE,	 /* datatype (receive side) */
-	CT_V_RDTSIZE,	 /* element size (receive side) */
-	CT_V_OP,	 /* reduce op handle or enum */
-	CT_V_COMM,	 /* communicator / context handle */
-	CT_V_PEER,	 /* root or peer rank */
-	CT_V_COMM_SIZE,	 /* ranks in the communicator */
-	CT_V_COMM_RANK,	 /* this process' rank in it */
-	CT_V_OUT,	 /* pointer whose target is read at return (CT_PF_OUT_PTR) */
+	CT_V_COUNT = 0, /* element count (send side) */
+	CT_V_DTYPE,	/* datatype handle or enum (send side) */
+	CT_V_DTSIZE,	/* element size in bytes, where it is read from memory */
+	CT_V_RCOUNT,	/* element count (receive side) */
+	CT_V_RDTYPE,	/* datatype (receive side) */
+	CT_V_RDTSIZE,	/* element size (receive side) */
+	CT_V_OP,	/* reduce op handle or enum */
+	CT_V_COMM,	/* communicator / context handle */
+	CT_V_PEER,	/* root or peer rank */
+	CT_V_COMM_SIZE, /* ranks in the communicator */
+	CT_V_COMM_RANK, /* this process' rank in it */
+	CT_V_OUT,	/* pointer whose target is read at return (CT_PF_OUT_PTR) */
 };
 
 /* How a value slot is read. */
 enum ct_loc_op {
 	CT_LOC_NONE = 0,
-	CT_LOC_ARG,	  /* argument `arg` (1-based; 7+ come from the user stack) */
-	CT_LOC_DEREF,	  /* *(argument + off1), `size` bytes */
-	CT_LOC_DEREF2,	  /* *(*(u64 *)(argument + off1) + off2), `size` bytes */
-	CT_LOC_DEREF3,	  /* *(**(u64 **)(argument + off1) + off2): first element of a pointer array */
-	CT_LOC_SUM,	  /* sum of `size`-byte counts at argument[0 .. val[aux]) */
-	CT_LOC_INDEX,	  /* argument[val[aux]], `size`-byte element */
-	CT_LOC_CONST,	  /* the constant off1 | off2 << 16 */
-	CT_LOC_COMMINFO,  /* from the comm_info map, keyed by val[CT_V_COMM]: aux 0 size, 1 rank */
+	CT_LOC_ARG,    /* argument `arg` (1-based; 7+ come from the user stack) */
+	CT_LOC_DEREF,  /* *(argument + off1), `size` bytes */
+	CT_LOC_DEREF2, /* *(*(u64 *)(argument + off1) + off2), `size` bytes */
+	CT_LOC_DEREF3, /* *(**(u64 **)(argument + off1) + off2): first element of a pointer array */
+	CT_LOC_SUM,    /* sum of `size`-byte counts at argument[0 .. val[aux]) */
+	CT_LOC_INDEX,  /* argument[val[aux]], `size`-byte element */
+	CT_LOC_CONST,  /* the constant off1 | off2 << 16 */
+	CT_LOC_COMMINFO, /* from the comm_info map, keyed by val[CT_V_COMM]: aux 0 size, 1 rank */
 };
 
 struct ct_loc {
@@ -115,9 +115,9 @@ static inline int ct_loc_phase(__u8 op)
 }
 
 /* Probe flags. */
-#define CT_PF_RETPROBE	(1u << 0) /* the program instance is the uretprobe */
-#define CT_PF_OUT_PTR	(1u << 1) /* at return, read the u64 at val[CT_V_OUT] into ret.out */
-#define CT_PF_COMM_INIT (1u << 2) /* at return, remember out → {size, rank} in comm_info */
+#define CT_PF_RETPROBE	  (1u << 0) /* the program instance is the uretprobe */
+#define CT_PF_OUT_PTR	  (1u << 1) /* at return, read the u64 at val[CT_V_OUT] into ret.out */
+#define CT_PF_COMM_INIT	  (1u << 2) /* at return, remember out → {size, rank} in comm_info */
 #define CT_PF_SIGNED_PEER (1u << 3)
 
 struct ct_probe_spec {
@@ -158,13 +158,13 @@ enum ct_ev_type {
 };
 
 struct ct_hdr {
-	__u8 type;	 /* enum ct_ev_type */
-	__u8 depth;	 /* nesting depth of traced calls on this thread, 0 = outermost */
-	__u16 probe_id;	 /* attach cookie: index of the probe spec */
-	__u32 pid;	 /* tgid */
+	__u8 type;	/* enum ct_ev_type */
+	__u8 depth;	/* nesting depth of traced calls on this thread, 0 = outermost */
+	__u16 probe_id; /* attach cookie: index of the probe spec */
+	__u32 pid;	/* tgid */
 	__u32 tid;
 	__u32 cpu;
-	__u64 ts;	 /* CLOCK_MONOTONIC ns (bpf_ktime_get_ns) */
+	__u64 ts; /* CLOCK_MONOTONIC ns (bpf_ktime_get_ns) */
 };
 
 /*
@@ -183,9 +183,9 @@ struct ct_call_event {
 
 struct ct_ret_event {
 	struct ct_hdr hdr;
-	__u64 duration;	 /* ns since the matching entry */
+	__u64 duration; /* ns since the matching entry */
 	__s64 retval;
-	__u64 out;	 /* the value read through CT_PF_OUT_PTR */
+	__u64 out; /* the value read through CT_PF_OUT_PTR */
 };
 
 struct ct_proc_event {
@@ -198,11 +198,11 @@ struct ct_proc_event {
 /* Per-thread state kept in BPF between entry and return. */
 struct ct_frame {
 	__u64 ts;
-	__u64 sp;	 /* user stack pointer at entry: detects frames skipped by an unwind */
+	__u64 sp; /* user stack pointer at entry: detects frames skipped by an unwind */
 	__u64 out_ptr;
 	__u32 probe_id;
-	__u32 emitted;	 /* the entry event reached the ring buffer */
-	__u32 size;	 /* for CT_PF_COMM_INIT */
+	__u32 emitted; /* the entry event reached the ring buffer */
+	__u32 size;    /* for CT_PF_COMM_INIT */
 	__u32 rank;
 };
 
@@ -214,11 +214,11 @@ struct ct_thread {
 
 /* Drop and anomaly counters (per-CPU array, summed by user space). */
 enum ct_drop {
-	CT_DROP_RINGBUF = 0,   /* ring buffer full: event lost */
-	CT_DROP_THREADS,       /* thread state map full */
-	CT_DROP_DEPTH,	       /* nesting deeper than CT_MAX_DEPTH */
-	CT_DROP_UNPAIRED,      /* a return without its entry (attached mid-call) */
-	CT_DROP_READ,	       /* an argument could not be read */
+	CT_DROP_RINGBUF = 0, /* ring buffer full: event lost */
+	CT_DROP_THREADS,     /* thread state map full */
+	CT_DROP_DEPTH,	     /* nesting deeper than CT_MAX_DEPTH */
+	CT_DROP_UNPAIRED,    /* a return without its entry (attached mid-call) */
+	CT_DROP_READ,	     /* an argument could not be read */
 	CT_DROP_MAX,
 };
 

@@ -34,14 +34,14 @@
 #define CT_DEVPROF_ASSERT(c, m) _Static_assert(c, m)
 #endif
 
-#define CT_DEVPROF_MAGIC 0x50445443u /* "CTDP" read as little-endian bytes */
-#define CT_DEVPROF_VERSION 1
-#define CT_DEVPROF_ALIGN_RECS 16	 /* FR-05: capacity is a multiple of 16 records */
-#define CT_DEVPROF_MAX_RECS 256		 /* FR-05: at most 256 records per core */
-#define CT_DEVPROF_MAX_CORES 1024	 /* per core type; H200 has 132 SMs, Ascend A3 24+48 */
-#define CT_DEVPROF_MAX_META (1u << 20)	 /* metadata JSON trailer, bytes */
-#define CT_DEVPROF_MIN_HZ 1000000ull	 /* 1 MHz: below, µs timestamps lose meaning */
-#define CT_DEVPROF_MAX_HZ 10000000000ull /* 10 GHz: no device counter runs faster */
+#define CT_DEVPROF_MAGIC      0x50445443u /* "CTDP" read as little-endian bytes */
+#define CT_DEVPROF_VERSION    1
+#define CT_DEVPROF_ALIGN_RECS 16	     /* FR-05: capacity is a multiple of 16 records */
+#define CT_DEVPROF_MAX_RECS   256	     /* FR-05: at most 256 records per core */
+#define CT_DEVPROF_MAX_CORES  1024	     /* per core type; H200 has 132 SMs, Ascend A3 24+48 */
+#define CT_DEVPROF_MAX_META   (1u << 20)     /* metadata JSON trailer, bytes */
+#define CT_DEVPROF_MIN_HZ     1000000ull     /* 1 MHz: below, µs timestamps lose meaning */
+#define CT_DEVPROF_MAX_HZ     10000000000ull /* 10 GHz: no device counter runs faster */
 
 enum ct_devprof_core_type {
 	CT_DEVPROF_CORE_AIC = 1, /* Ascend cube core; on NVIDIA the SM workers of a kernel */
@@ -122,10 +122,10 @@ CT_DEVPROF_ASSERT(sizeof(struct ct_devprof_runtime_config) == 24, "devprof confi
 
 #if defined(__CUDACC__)
 #define CT_DEVPROF_DEV static __device__ __forceinline__
-#define CT_DEVPROF_HD static __host__ __device__ inline
+#define CT_DEVPROF_HD  static __host__ __device__ inline
 #else
 #define CT_DEVPROF_DEV static inline
-#define CT_DEVPROF_HD static inline
+#define CT_DEVPROF_HD  static inline
 #endif
 
 /*
@@ -143,7 +143,7 @@ CT_DEVPROF_DEV uint64_t ct_devprof_clock_(void)
 	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
 	return t;
 }
-#define CT_DEVPROF_CLOCK() ct_devprof_clock_()
+#define CT_DEVPROF_CLOCK()  ct_devprof_clock_()
 #define CT_DEVPROF_CLOCK_HZ 1000000000ull
 #else
 #include <time.h>
@@ -154,7 +154,7 @@ static inline uint64_t ct_devprof_clock_(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
-#define CT_DEVPROF_CLOCK() ct_devprof_clock_()
+#define CT_DEVPROF_CLOCK()  ct_devprof_clock_()
 #define CT_DEVPROF_CLOCK_HZ 1000000000ull
 #endif
 #endif

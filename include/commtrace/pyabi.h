@@ -15,8 +15,8 @@
 #endif
 
 #define CT_PY_NONE	  0xffff
-#define CT_PY_MAX_FRAMES  128	/* frames sent per stack (a power of 2); deeper: marked truncated */
-#define CT_PY_MAX_THREADS 64	/* thread states scanned to find the calling thread's */
+#define CT_PY_MAX_FRAMES  128 /* frames sent per stack (a power of 2); deeper: marked truncated */
+#define CT_PY_MAX_THREADS 64  /* thread states scanned to find the calling thread's */
 
 struct ct_py_offsets {
 	__u16 major, minor; /* 3, 11 */
@@ -34,29 +34,30 @@ struct ct_py_offsets {
 	/* Frames: PyFrameObject (3.10) or _PyInterpreterFrame (3.11+). */
 	__u16 frame_code;     /* f_code / f_executable */
 	__u16 frame_previous; /* f_back / previous */
-	__u16 frame_instr;    /* 3.10 f_lasti (int, instruction index); 3.11+ prev_instr/instr_ptr */
-	__u16 frame_owner;    /* owner (char), CT_PY_NONE before 3.12 */
+	__u16 frame_instr; /* 3.10 f_lasti (int, instruction index); 3.11+ prev_instr/instr_ptr */
+	__u16 frame_owner; /* owner (char), CT_PY_NONE before 3.12 */
 	__u16 frame_localsplus; /* first local (self of a method) */
-	__u8 owner_cstack;    /* owner value of a C-stack shim frame to skip (3.12+), else 0xff */
-	__u8 instr_is_index;  /* frame_instr holds an int index (3.10), not a pointer */
+	__u8 owner_cstack;	/* owner value of a C-stack shim frame to skip (3.12+), else 0xff */
+	__u8 instr_is_index;	/* frame_instr holds an int index (3.10), not a pointer */
 
 	/* Code objects and strings (user space only: names are resolved there). */
 	__u16 code_filename;
 	__u16 code_name;
 	__u16 code_qualname;
-	__u16 code_linetable;	/* co_linetable (3.10: co_linetable in the 3.10 format) */
-	__u16 code_firstlineno; /* int */
-	__u16 code_adaptive;	/* co_code_adaptive (3.11+): bytecode start, else CT_PY_NONE */
-	__u16 code_code;	/* co_code (bytes object, 3.10), else CT_PY_NONE */
-	__u16 bytes_data;	/* PyBytesObject.ob_sval */
-	__u16 bytes_size;	/* PyVarObject.ob_size of bytes */
-	__u16 unicode_state;	/* PyASCIIObject.state (bit field word) */
-	__u16 unicode_length;	/* PyASCIIObject.length */
-	__u16 unicode_ascii_data; /* data of a compact ASCII string: sizeof(PyASCIIObject) */
-	__u16 unicode_compact_data; /* data of a compact non-ASCII string: sizeof(PyCompactUnicodeObject) */
-	__u16 type_name;	/* PyTypeObject.tp_name (const char *) */
-	__u16 object_type;	/* PyObject.ob_type */
-	__u16 tstate_thread_id; /* PyThreadState.thread_id (pthread_t = the TCB = fs base) */
+	__u16 code_linetable;	    /* co_linetable (3.10: co_linetable in the 3.10 format) */
+	__u16 code_firstlineno;	    /* int */
+	__u16 code_adaptive;	    /* co_code_adaptive (3.11+): bytecode start, else CT_PY_NONE */
+	__u16 code_code;	    /* co_code (bytes object, 3.10), else CT_PY_NONE */
+	__u16 bytes_data;	    /* PyBytesObject.ob_sval */
+	__u16 bytes_size;	    /* PyVarObject.ob_size of bytes */
+	__u16 unicode_state;	    /* PyASCIIObject.state (bit field word) */
+	__u16 unicode_length;	    /* PyASCIIObject.length */
+	__u16 unicode_ascii_data;   /* data of a compact ASCII string: sizeof(PyASCIIObject) */
+	__u16 unicode_compact_data; /* data of a compact non-ASCII string:
+				       sizeof(PyCompactUnicodeObject) */
+	__u16 type_name;	    /* PyTypeObject.tp_name (const char *) */
+	__u16 object_type;	    /* PyObject.ob_type */
+	__u16 tstate_thread_id;	    /* PyThreadState.thread_id (pthread_t = the TCB = fs base) */
 };
 
 /* One Python frame as the walker sends it. */

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (PYTHON, REPO, TRACER, free_port, load_trace_json, read_pid, run_tracer,
-                      touch, wait_files, wait_proc)
+from conftest import (REPO, TRACER, load_trace_json, read_pid, run_tracer, touch, wait_files,
+                      wait_proc)
+from test_pystacks import start_ranks
 
 WORKLOADS = REPO / "tests" / "workloads"
 NPM_DIR = REPO / "build" / "npm"  # git-ignored (build/)
@@ -92,18 +93,6 @@ def load_chrome(path):
 
 # ---------------------------------------------------------------------------------------
 # Runs
-
-
-def start_ranks(reaper, tmp_path, script, *args, world=2):
-    port = free_port()
-    procs = []
-    for r in range(world):
-        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                   WORLD_SIZE=str(world), RANK=str(r))
-        log = open(tmp_path / f"rank{r}.log", "w")
-        procs.append(reaper.popen([PYTHON, str(WORKLOADS / script), *map(str, args)], env=env,
-                                  stdout=log, stderr=log))
-    return procs
 
 
 def traced_run(reaper, start_tracer, tmp_path, script, *args, extra=()):

@@ -4,7 +4,6 @@ seed 000's table and JSON. Real ranks, real interpreters, exact answers."""
 import json
 import os
 import re
-import sys
 from pathlib import Path
 
 import pytest

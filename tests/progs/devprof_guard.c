@@ -30,7 +30,7 @@ static void counted_barrier(void)
 	barriers++;
 }
 
-#define CT_DEVPROF_CLOCK() counted_clock()
+#define CT_DEVPROF_CLOCK()   counted_clock()
 #define CT_DEVPROF_BARRIER() counted_barrier()
 #include "commtrace/devprof.h"
 

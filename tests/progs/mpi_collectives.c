@@ -93,10 +93,10 @@ struct dt {
 	size_t size;
 };
 #define DT_DOUBLE ((struct dt){MPI_DOUBLE, "MPI_DOUBLE", sizeof(double)})
-#define DT_INT ((struct dt){MPI_INT, "MPI_INT", sizeof(int)})
-#define DT_FLOAT ((struct dt){MPI_FLOAT, "MPI_FLOAT", sizeof(float)})
-#define DT_CHAR ((struct dt){MPI_CHAR, "MPI_CHAR", sizeof(char)})
-#define DT_LL ((struct dt){MPI_LONG_LONG, "MPI_LONG_LONG", sizeof(long long)})
+#define DT_INT	  ((struct dt){MPI_INT, "MPI_INT", sizeof(int)})
+#define DT_FLOAT  ((struct dt){MPI_FLOAT, "MPI_FLOAT", sizeof(float)})
+#define DT_CHAR	  ((struct dt){MPI_CHAR, "MPI_CHAR", sizeof(char)})
+#define DT_LL	  ((struct dt){MPI_LONG_LONG, "MPI_LONG_LONG", sizeof(long long)})
 
 static void led(enum fn f, unsigned long long sent, unsigned long long recv, const char *dtype)
 {

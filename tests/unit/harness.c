@@ -29,8 +29,8 @@ void ct_test_fail(const char *file, int line, const char *fmt, ...)
 	va_list ap;
 
 	cur_failed++;
-	fprintf(stderr, "  FAIL %s%s%s at %s:%d: ", cur_name, cur_sub ? "/" : "", cur_sub ? cur_sub : "",
-		file, line);
+	fprintf(stderr, "  FAIL %s%s%s at %s:%d: ", cur_name, cur_sub ? "/" : "",
+		cur_sub ? cur_sub : "", file, line);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -90,7 +90,8 @@ int main(int argc, char **argv)
 				printf("%s\n", t->name);
 			return 0;
 		default:
-			fprintf(stderr, "usage: %s [-v] [-l] [-a GLOB,...] [-d GLOB,...]\n", argv[0]);
+			fprintf(stderr, "usage: %s [-v] [-l] [-a GLOB,...] [-d GLOB,...]\n",
+				argv[0]);
 			return 2;
 		}
 	}

@@ -24,13 +24,13 @@ struct ct_test {
 
 void ct_test_register(struct ct_test *t);
 void ct_test_fail(const char *file, int line, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 bool ct_subtest(const char *name);
 /* A directory for temporary files of the running test, created on first use. */
 const char *ct_test_tmpdir(void);
 
 #define TEST(name)                                                                                 \
-	static void test_##name(void);                                                            \
+	static void test_##name(void);                                                             \
 	static struct ct_test ct_test_##name = {#name, test_##name, NULL};                         \
 	__attribute__((constructor)) static void ct_reg_##name(void)                               \
 	{                                                                                          \
@@ -56,13 +56,13 @@ const char *ct_test_tmpdir(void);
 				     #op, #b, ___a, ___b);                                         \
 		___ok;                                                                             \
 	})
-#define ASSERT_EQ(a, b, what) ASSERT_OP(a, ==, b, what)
+#define ASSERT_EQ(a, b, what)  ASSERT_OP(a, ==, b, what)
 #define ASSERT_NEQ(a, b, what) ASSERT_OP(a, !=, b, what)
-#define ASSERT_LT(a, b, what) ASSERT_OP(a, <, b, what)
-#define ASSERT_LE(a, b, what) ASSERT_OP(a, <=, b, what)
-#define ASSERT_GT(a, b, what) ASSERT_OP(a, >, b, what)
-#define ASSERT_GE(a, b, what) ASSERT_OP(a, >=, b, what)
-#define ASSERT_OK(err, what) ASSERT_OP(err, ==, 0, what)
+#define ASSERT_LT(a, b, what)  ASSERT_OP(a, <, b, what)
+#define ASSERT_LE(a, b, what)  ASSERT_OP(a, <=, b, what)
+#define ASSERT_GT(a, b, what)  ASSERT_OP(a, >, b, what)
+#define ASSERT_GE(a, b, what)  ASSERT_OP(a, >=, b, what)
+#define ASSERT_OK(err, what)   ASSERT_OP(err, ==, 0, what)
 
 #define ASSERT_STREQ(a, b, what)                                                                   \
 	({                                                                                         \

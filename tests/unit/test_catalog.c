@@ -35,12 +35,13 @@ TEST(catalog_ids_roundtrip)
 	}
 	ASSERT_TRUE(ct_catalog_func(ct_catalog_size(), NULL) == NULL, "past the end");
 	ASSERT_TRUE(ct_catalog_match_file("/usr/lib/x86_64-linux-gnu/libmpi.so.40.30.4") ==
-			    &ct_lib_mpi, "libmpi");
+			&ct_lib_mpi,
+		    "libmpi");
 	ASSERT_TRUE(ct_catalog_match_file("/opt/x/libnccl.so.2") == &ct_lib_nccl, "libnccl");
 	ASSERT_TRUE(ct_catalog_match_file("/lib/libgloo.so.0") == &ct_lib_gloo, "libgloo");
 	ASSERT_TRUE(ct_catalog_match_file("libtorch_cuda.so") == &ct_lib_c10d, "libtorch_cuda");
 	ASSERT_TRUE(ct_catalog_match_file("/usr/lib/libmpich.so") == NULL ||
-			    ct_catalog_match_file("/usr/lib/libmpich.so") == &ct_lib_mpi,
+			ct_catalog_match_file("/usr/lib/libmpich.so") == &ct_lib_mpi,
 		    "prefix rule");
 	ASSERT_TRUE(ct_catalog_match_file("/usr/lib/libfoo.so") == NULL, "unknown");
 }
@@ -61,7 +62,7 @@ TEST(catalog_every_slot_sane)
 					continue;
 				if (!ASSERT_TRUE(v->arg >= 1 && v->arg <= 16, f->name) ||
 				    !ASSERT_TRUE(v->size == 1 || v->size == 2 || v->size == 4 ||
-							 v->size == 8,
+						     v->size == 8,
 						 f->name))
 					return;
 				if ((v->op == CT_LOC_SUM || v->op == CT_LOC_INDEX) &&
@@ -69,11 +70,11 @@ TEST(catalog_every_slot_sane)
 					return;
 			}
 			/* A byte rule must name slots the function fills. */
-			if (f->sent.on && !ASSERT_TRUE(f->val[f->sent.count].op != CT_LOC_NONE,
-						       f->name))
+			if (f->sent.on &&
+			    !ASSERT_TRUE(f->val[f->sent.count].op != CT_LOC_NONE, f->name))
 				return;
-			if (f->recv.on && !ASSERT_TRUE(f->val[f->recv.count].op != CT_LOC_NONE,
-						       f->name))
+			if (f->recv.on &&
+			    !ASSERT_TRUE(f->val[f->recv.count].op != CT_LOC_NONE, f->name))
 				return;
 		}
 	}
@@ -86,12 +87,12 @@ TEST(catalog_mpi_positions)
 		const char *fn;
 		int count, dtype, comm, peer;
 	} want[] = {
-		{"MPI_Allreduce", 3, 4, 6, 0},	{"MPI_Reduce", 3, 4, 7, 6},
-		{"MPI_Bcast", 2, 3, 5, 4},	{"MPI_Allgather", 2, 3, 7, 0},
-		{"MPI_Gather", 2, 3, 8, 7},	{"MPI_Scatter", 2, 3, 8, 7},
-		{"MPI_Alltoall", 2, 3, 7, 0},	{"MPI_Send", 2, 3, 6, 4},
-		{"MPI_Recv", 2, 3, 6, 4},	{"MPI_Iallreduce", 3, 4, 6, 0},
-		{"MPI_Sendrecv", 2, 3, 11, 4},	{"MPI_Reduce_scatter_block", 3, 4, 6, 0},
+	    {"MPI_Allreduce", 3, 4, 6, 0}, {"MPI_Reduce", 3, 4, 7, 6},
+	    {"MPI_Bcast", 2, 3, 5, 4},	   {"MPI_Allgather", 2, 3, 7, 0},
+	    {"MPI_Gather", 2, 3, 8, 7},	   {"MPI_Scatter", 2, 3, 8, 7},
+	    {"MPI_Alltoall", 2, 3, 7, 0},  {"MPI_Send", 2, 3, 6, 4},
+	    {"MPI_Recv", 2, 3, 6, 4},	   {"MPI_Iallreduce", 3, 4, 6, 0},
+	    {"MPI_Sendrecv", 2, 3, 11, 4}, {"MPI_Reduce_scatter_block", 3, 4, 6, 0},
 	};
 
 	for (size_t i = 0; i < ARRAY_LEN(want); i++) {
@@ -163,6 +164,6 @@ TEST(catalog_enum_dtypes)
 		     "torch.float32", "ScalarType");
 	/* the NCCL rank sits in the 3rd register: ncclUniqueId goes on the stack */
 	ASSERT_EQ(arg_of(find(&ct_lib_nccl, "ncclCommInitRank"), CT_V_COMM_RANK), 3, "rank");
-	ASSERT_EQ(find(&ct_lib_nccl, "ncclCommInitRank")->flags,
-		  CT_PF_OUT_PTR | CT_PF_COMM_INIT, "remembers the comm");
+	ASSERT_EQ(find(&ct_lib_nccl, "ncclCommInitRank")->flags, CT_PF_OUT_PTR | CT_PF_COMM_INIT,
+		  "remembers the comm");
 }

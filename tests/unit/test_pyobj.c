@@ -151,7 +151,7 @@ static const char pyobj_params_script[] =
     "print('ready', flush=True)\n"
     "sys.stdin.read()\n";
 
-#define PYOBJ_OUT_MAX 16384
+#define PYOBJ_OUT_MAX	16384
 #define PYOBJ_MAX_FACTS 64
 
 struct pyobj_child {

@@ -63,9 +63,9 @@ static const char pysym_script[] =
     "print('ready', flush=True)\n"
     "sys.stdin.read()\n";
 
-#define PYSYM_NCODES 6
+#define PYSYM_NCODES	  6
 #define PYSYM_MAX_TFRAMES 32
-#define PYSYM_OUT_MAX 16384
+#define PYSYM_OUT_MAX	  16384
 
 static const char *const pysym_qualnames[PYSYM_NCODES] = {
     "Outer.method", "Outer.Inner.deep", "gen", "blocker", "caf\xc3\xa9", "?mega",

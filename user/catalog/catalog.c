@@ -10,21 +10,21 @@
  * (r_debug.r_brk). A uprobe there tells us about new libraries without polling.
  */
 static const struct ct_func ldso_funcs[] = {
-	{"_dl_debug_state", "_dl_debug_state", .kind = CT_K_DL_STATE},
+    {"_dl_debug_state", "_dl_debug_state", .kind = CT_K_DL_STATE},
 };
 
 static const char *const ldso_files[] = {"ld-linux", "ld64.so", "ld-2.", NULL};
 
 const struct ct_libdesc ct_lib_ldso = {
-	.lib = CT_LIB_LDSO,
-	.name = "ld.so",
-	.files = ldso_files,
-	.funcs = ldso_funcs,
-	.n_funcs = ARRAY_LEN(ldso_funcs),
+    .lib = CT_LIB_LDSO,
+    .name = "ld.so",
+    .files = ldso_files,
+    .funcs = ldso_funcs,
+    .n_funcs = ARRAY_LEN(ldso_funcs),
 };
 
 const struct ct_libdesc *const ct_libs[] = {
-	&ct_lib_mpi, &ct_lib_gloo, &ct_lib_c10d, &ct_lib_nccl, &ct_lib_hccl, &ct_lib_ldso,
+    &ct_lib_mpi, &ct_lib_gloo, &ct_lib_c10d, &ct_lib_nccl, &ct_lib_hccl, &ct_lib_ldso,
 };
 const size_t ct_n_libs = ARRAY_LEN(ct_libs);
 
@@ -82,7 +82,8 @@ const char *ct_catalog_file_list(void)
 		if (ct_libs[i]->lib == CT_LIB_LDSO)
 			continue;
 		for (const char *const *f = ct_libs[i]->files; *f; f++) {
-			int n = snprintf(buf + off, sizeof(buf) - off, "%s%s*", off ? ", " : "", *f);
+			int n =
+			    snprintf(buf + off, sizeof(buf) - off, "%s%s*", off ? ", " : "", *f);
 
 			if (n < 0 || (size_t)n >= sizeof(buf) - off)
 				return buf;
@@ -95,9 +96,9 @@ const char *ct_catalog_file_list(void)
 const char *ct_lib_name(uint8_t lib)
 {
 	static const char *const names[CT_LIB_MAX] = {
-		[CT_LIB_NONE] = "none", [CT_LIB_MPI] = "mpi",	[CT_LIB_GLOO] = "gloo",
-		[CT_LIB_C10D] = "c10d", [CT_LIB_NCCL] = "nccl", [CT_LIB_HCCL] = "hccl",
-		[CT_LIB_LDSO] = "ld.so",
+	    [CT_LIB_NONE] = "none",  [CT_LIB_MPI] = "mpi",   [CT_LIB_GLOO] = "gloo",
+	    [CT_LIB_C10D] = "c10d",  [CT_LIB_NCCL] = "nccl", [CT_LIB_HCCL] = "hccl",
+	    [CT_LIB_LDSO] = "ld.so",
 	};
 
 	return lib < CT_LIB_MAX && names[lib] ? names[lib] : "?";
@@ -106,33 +107,32 @@ const char *ct_lib_name(uint8_t lib)
 const char *ct_kind_name(uint8_t kind)
 {
 	static const char *const names[CT_K_MAX] = {
-		[CT_K_NONE] = "other",
-		[CT_K_ALLREDUCE] = "all_reduce",
-		[CT_K_REDUCE] = "reduce",
-		[CT_K_BROADCAST] = "broadcast",
-		[CT_K_ALLGATHER] = "all_gather",
-		[CT_K_GATHER] = "gather",
-		[CT_K_SCATTER] = "scatter",
-		[CT_K_ALLTOALL] = "all_to_all",
-		[CT_K_REDUCE_SCATTER] = "reduce_scatter",
-		[CT_K_BARRIER] = "barrier",
-		[CT_K_SEND] = "send",
-		[CT_K_RECV] = "recv",
-		[CT_K_SENDRECV] = "sendrecv",
-		[CT_K_WAIT] = "wait",
-		[CT_K_GROUP_START] = "group_start",
-		[CT_K_GROUP_END] = "group_end",
-		[CT_K_COMM_INIT] = "comm_init",
-		[CT_K_COMM_SPLIT] = "comm_split",
-		[CT_K_COMM_DESTROY] = "comm_destroy",
-		[CT_K_DL_STATE] = "dl_state",
+	    [CT_K_NONE] = "other",
+	    [CT_K_ALLREDUCE] = "all_reduce",
+	    [CT_K_REDUCE] = "reduce",
+	    [CT_K_BROADCAST] = "broadcast",
+	    [CT_K_ALLGATHER] = "all_gather",
+	    [CT_K_GATHER] = "gather",
+	    [CT_K_SCATTER] = "scatter",
+	    [CT_K_ALLTOALL] = "all_to_all",
+	    [CT_K_REDUCE_SCATTER] = "reduce_scatter",
+	    [CT_K_BARRIER] = "barrier",
+	    [CT_K_SEND] = "send",
+	    [CT_K_RECV] = "recv",
+	    [CT_K_SENDRECV] = "sendrecv",
+	    [CT_K_WAIT] = "wait",
+	    [CT_K_GROUP_START] = "group_start",
+	    [CT_K_GROUP_END] = "group_end",
+	    [CT_K_COMM_INIT] = "comm_init",
+	    [CT_K_COMM_SPLIT] = "comm_split",
+	    [CT_K_COMM_DESTROY] = "comm_destroy",
+	    [CT_K_DL_STATE] = "dl_state",
 	};
 
 	return kind < CT_K_MAX && names[kind] ? names[kind] : "?";
 }
 
-const struct ct_named_value *ct_named_find(const struct ct_named_value *t, size_t n,
-					   uint64_t value)
+const struct ct_named_value *ct_named_find(const struct ct_named_value *t, size_t n, uint64_t value)
 {
 	for (size_t i = 0; i < n; i++)
 		if (t[i].value == value)
@@ -152,8 +152,7 @@ static uint64_t elem_size(const struct ct_libdesc *lib, uint8_t slot, const __u6
 	return slot < CT_NVAL ? val[slot] : 0;
 }
 
-uint64_t ct_bytes(const struct ct_libdesc *lib, const struct ct_bytes_rule *r,
-		  const __u64 *val)
+uint64_t ct_bytes(const struct ct_libdesc *lib, const struct ct_bytes_rule *r, const __u64 *val)
 {
 	uint64_t b;
 

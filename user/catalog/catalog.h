@@ -23,10 +23,10 @@ enum ct_when {
 
 struct ct_bytes_rule {
 	uint8_t on;
-	uint8_t count;	   /* value slot of the count */
-	uint8_t size;	   /* value slot of the element size; CT_SZ_DTYPE: from the dtype table */
-	uint8_t by_comm;   /* multiply by the communicator size */
-	uint8_t when;	   /* enum ct_when */
+	uint8_t count;	 /* value slot of the count */
+	uint8_t size;	 /* value slot of the element size; CT_SZ_DTYPE: from the dtype table */
+	uint8_t by_comm; /* multiply by the communicator size */
+	uint8_t when;	 /* enum ct_when */
 };
 
 #define CT_SZ_DTYPE  0xfe /* element size from the library's dtype enum (NCCL, HCCL) */
@@ -36,9 +36,9 @@ struct ct_func {
 	const char *name;   /* the name users know: MPI_Allreduce, gloo::allreduce, … */
 	const char *symbol; /* C symbol, or C++ qualified name when cxx */
 	bool cxx;
-	bool optional;	    /* absent from some versions: not an error when missing */
-	uint8_t kind;	    /* enum ct_kind */
-	uint16_t flags;	    /* CT_PF_* */
+	bool optional;	/* absent from some versions: not an error when missing */
+	uint8_t kind;	/* enum ct_kind */
+	uint16_t flags; /* CT_PF_* */
 	struct ct_loc val[CT_NVAL];
 	struct ct_bytes_rule sent, recv;
 };
@@ -56,9 +56,9 @@ struct ct_named_object {
 };
 
 struct ct_libdesc {
-	uint8_t lib;		     /* enum ct_lib */
-	const char *name;	     /* "mpi", "gloo", "c10d", "nccl", "hccl" */
-	const char *const *files;    /* basename prefixes that identify the library */
+	uint8_t lib;		  /* enum ct_lib */
+	const char *name;	  /* "mpi", "gloo", "c10d", "nccl", "hccl" */
+	const char *const *files; /* basename prefixes that identify the library */
 	const struct ct_func *funcs;
 	size_t n_funcs;
 	/* dtype / op naming: enum values (NCCL, HCCL) or handle objects (MPI) */
@@ -74,7 +74,7 @@ struct ct_libdesc {
 };
 
 extern const struct ct_libdesc ct_lib_mpi, ct_lib_gloo, ct_lib_c10d, ct_lib_nccl, ct_lib_hccl,
-	ct_lib_ldso;
+    ct_lib_ldso;
 
 /* All libraries, in probe-id order. */
 extern const struct ct_libdesc *const ct_libs[];
@@ -98,27 +98,66 @@ const struct ct_named_value *ct_named_find(const struct ct_named_value *t, size_
 					   uint64_t value);
 
 /* Bytes of one side of a call from its decoded values (rank: this rank in the comm, or -1). */
-uint64_t ct_bytes(const struct ct_libdesc *lib, const struct ct_bytes_rule *r,
-		  const __u64 *val);
+uint64_t ct_bytes(const struct ct_libdesc *lib, const struct ct_bytes_rule *r, const __u64 *val);
 
 /* Shorthands for the tables. */
-#define LOC_ARG(n)		{.op = CT_LOC_ARG, .arg = (n), .size = 8}
-#define LOC_ARG32(n)		{.op = CT_LOC_ARG, .arg = (n), .size = 4}
-#define LOC_DEREF(n, off, sz)	{.op = CT_LOC_DEREF, .arg = (n), .size = (sz), .off1 = (off)}
+#define LOC_ARG(n)                                                                                 \
+	{                                                                                          \
+		.op = CT_LOC_ARG, .arg = (n), .size = 8                                            \
+	}
+#define LOC_ARG32(n)                                                                               \
+	{                                                                                          \
+		.op = CT_LOC_ARG, .arg = (n), .size = 4                                            \
+	}
+#define LOC_DEREF(n, off, sz)                                                                      \
+	{                                                                                          \
+		.op = CT_LOC_DEREF, .arg = (n), .size = (sz), .off1 = (off)                        \
+	}
 #define LOC_DEREF2(n, o1, o2, sz)                                                                  \
-	{.op = CT_LOC_DEREF2, .arg = (n), .size = (sz), .off1 = (o1), .off2 = (o2)}
+	{                                                                                          \
+		.op = CT_LOC_DEREF2, .arg = (n), .size = (sz), .off1 = (o1), .off2 = (o2)          \
+	}
 #define LOC_DEREF3(n, o1, o2, sz)                                                                  \
-	{.op = CT_LOC_DEREF3, .arg = (n), .size = (sz), .off1 = (o1), .off2 = (o2)}
-#define LOC_SUM(n, sz)		{.op = CT_LOC_SUM, .arg = (n), .size = (sz), .aux = CT_V_COMM_SIZE}
-#define LOC_INDEX(n, sz)	{.op = CT_LOC_INDEX, .arg = (n), .size = (sz), .aux = CT_V_COMM_RANK}
-#define LOC_CONST(v)		{.op = CT_LOC_CONST, .off1 = (v)}
-#define LOC_COMM_SIZE		{.op = CT_LOC_COMMINFO, .aux = 0}
-#define LOC_COMM_RANK		{.op = CT_LOC_COMMINFO, .aux = 1}
+	{                                                                                          \
+		.op = CT_LOC_DEREF3, .arg = (n), .size = (sz), .off1 = (o1), .off2 = (o2)          \
+	}
+#define LOC_SUM(n, sz)                                                                             \
+	{                                                                                          \
+		.op = CT_LOC_SUM, .arg = (n), .size = (sz), .aux = CT_V_COMM_SIZE                  \
+	}
+#define LOC_INDEX(n, sz)                                                                           \
+	{                                                                                          \
+		.op = CT_LOC_INDEX, .arg = (n), .size = (sz), .aux = CT_V_COMM_RANK                \
+	}
+#define LOC_CONST(v)                                                                               \
+	{                                                                                          \
+		.op = CT_LOC_CONST, .off1 = (v)                                                    \
+	}
+#define LOC_COMM_SIZE                                                                              \
+	{                                                                                          \
+		.op = CT_LOC_COMMINFO, .aux = 0                                                    \
+	}
+#define LOC_COMM_RANK                                                                              \
+	{                                                                                          \
+		.op = CT_LOC_COMMINFO, .aux = 1                                                    \
+	}
 
-#define BYTES(c, s)		{.on = 1, .count = (c), .size = (s)}
-#define BYTES_X(c, s)		{.on = 1, .count = (c), .size = (s), .by_comm = 1}
-#define BYTES_ROOT(c, s)	{.on = 1, .count = (c), .size = (s), .when = CT_W_ROOT}
-#define BYTES_X_ROOT(c, s)	{.on = 1, .count = (c), .size = (s), .by_comm = 1, .when = CT_W_ROOT}
+#define BYTES(c, s)                                                                                \
+	{                                                                                          \
+		.on = 1, .count = (c), .size = (s)                                                 \
+	}
+#define BYTES_X(c, s)                                                                              \
+	{                                                                                          \
+		.on = 1, .count = (c), .size = (s), .by_comm = 1                                   \
+	}
+#define BYTES_ROOT(c, s)                                                                           \
+	{                                                                                          \
+		.on = 1, .count = (c), .size = (s), .when = CT_W_ROOT                              \
+	}
+#define BYTES_X_ROOT(c, s)                                                                         \
+	{                                                                                          \
+		.on = 1, .count = (c), .size = (s), .by_comm = 1, .when = CT_W_ROOT                \
+	}
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

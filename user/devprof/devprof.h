@@ -44,13 +44,13 @@ struct devprof_err {
 int devprof_errf(struct devprof_err *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-#define DEVPROF_MAX_INVOCATIONS 4096	 /* invocations in one buffer file */
-#define DEVPROF_MAX_FILE (1ull << 30)	 /* bytes of a buffer file */
-#define DEVPROF_MAX_TRACE (512ull << 20) /* bytes of a profiler trace */
-#define DEVPROF_TID_BASE 0x10000	 /* standalone tids: base + slot index */
-#define DEVPROF_FUSE_TID_BASE 0x40000000 /* fused tids: base + lane * 0x1000 + slot */
-#define DEVPROF_FUSE_MAX_LANES 64
-#define DEVPROF_DIAG_LIST 64 /* entries listed per diagnostic kind; the rest counted */
+#define DEVPROF_MAX_INVOCATIONS 4096	       /* invocations in one buffer file */
+#define DEVPROF_MAX_FILE	(1ull << 30)   /* bytes of a buffer file */
+#define DEVPROF_MAX_TRACE	(512ull << 20) /* bytes of a profiler trace */
+#define DEVPROF_TID_BASE	0x10000	       /* standalone tids: base + slot index */
+#define DEVPROF_FUSE_TID_BASE	0x40000000     /* fused tids: base + lane * 0x1000 + slot */
+#define DEVPROF_FUSE_MAX_LANES	64
+#define DEVPROF_DIAG_LIST	64 /* entries listed per diagnostic kind; the rest counted */
 
 /* One validated invocation inside a buffer file. */
 struct devprof_inv {

@@ -18,12 +18,12 @@
 #include "elf/elfsym.h"
 
 /* Bounds on what one resolution tracks per wanted name. */
-#define CT_MAX_NEEDLES 64 /* distinct mangled-name pieces over all C++ wants */
-#define CT_WANT_NEEDLES 8 /* pieces checked per want */
-#define CT_MAX_ADDRS 64	  /* distinct addresses remembered per want */
-#define CT_MAX_ALIASES 32 /* distinct alias names remembered per want */
+#define CT_MAX_NEEDLES	64 /* distinct mangled-name pieces over all C++ wants */
+#define CT_WANT_NEEDLES 8  /* pieces checked per want */
+#define CT_MAX_ADDRS	64 /* distinct addresses remembered per want */
+#define CT_MAX_ALIASES	32 /* distinct alias names remembered per want */
 #define CT_MAX_VERSIONS 4096
-#define CT_NEEDLE_LEN 128
+#define CT_NEEDLE_LEN	128
 
 struct ct_symtab {
 	Elf_Data *syms;
@@ -244,7 +244,8 @@ uint64_t ct_elf_base_vaddr(const struct ct_elf *e)
 	uint64_t lo = UINT64_MAX;
 
 	for (size_t i = 0; i < e->phnum; i++)
-		if (e->phdrs[i].p_type == PT_LOAD && e->phdrs[i].p_vaddr - e->phdrs[i].p_offset < lo)
+		if (e->phdrs[i].p_type == PT_LOAD &&
+		    e->phdrs[i].p_vaddr - e->phdrs[i].p_offset < lo)
 			lo = e->phdrs[i].p_vaddr - e->phdrs[i].p_offset;
 	return lo == UINT64_MAX ? 0 : lo;
 }

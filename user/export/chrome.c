@@ -292,9 +292,9 @@ bool ct_handoff_end(struct ct_handoff *q, int slot, bool worker, uint64_t end, s
 
 /* ---- the exporter ----------------------------------------------------------------------- */
 
-#define CH_THREADS 1024		    /* threads with a track; more are counted, not written */
+#define CH_THREADS	1024	    /* threads with a track; more are counted, not written */
 #define CH_META_RESERVE (64u << 10) /* kept free under the size cap for the closing metadata */
-#define CH_DEVPROF_PID 0x1000000    /* above pid_max (2^22): device tracks never collide */
+#define CH_DEVPROF_PID	0x1000000   /* above pid_max (2^22): device tracks never collide */
 
 struct pend {
 	bool on;

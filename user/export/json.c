@@ -249,9 +249,9 @@ static cJSON *proc_obj(struct ct_proc *p, bool sharding, cJSON *all_counts, uint
 int ct_export_json(struct ct_session *s, const char *path)
 {
 	static const char *const drop_names[CT_DROP_MAX] = {
-		[CT_DROP_RINGBUF] = "ringbuf_full",   [CT_DROP_THREADS] = "thread_table_full",
-		[CT_DROP_DEPTH] = "nesting_too_deep", [CT_DROP_UNPAIRED] = "unpaired_returns",
-		[CT_DROP_READ] = "unreadable_args",
+	    [CT_DROP_RINGBUF] = "ringbuf_full",	  [CT_DROP_THREADS] = "thread_table_full",
+	    [CT_DROP_DEPTH] = "nesting_too_deep", [CT_DROP_UNPAIRED] = "unpaired_returns",
+	    [CT_DROP_READ] = "unreadable_args",
 	};
 	cJSON *root = cJSON_CreateObject(), *counts = cJSON_CreateObject();
 	cJSON *procs = cJSON_CreateArray(), *drops = cJSON_CreateObject(), *clock;

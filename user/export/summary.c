@@ -60,8 +60,8 @@ void ct_export_summary(struct ct_session *s, FILE *out, bool final)
 				continue;
 			fn = ct_catalog_func(id, &lib);
 			any = st->lat.n > 0;
-			fprintf(out, "%-8d %-4s %-5s %-32s %8llu %10s %10s %9s %9s %9s %9s\n", p->pid,
-				rank, lib->name, fn->name, (unsigned long long)st->calls,
+			fprintf(out, "%-8d %-4s %-5s %-32s %8llu %10s %10s %9s %9s %9s %9s\n",
+				p->pid, rank, lib->name, fn->name, (unsigned long long)st->calls,
 				fmt_bytes(a, sizeof(a), st->bytes_sent),
 				fmt_bytes(b, sizeof(b), st->bytes_recv),
 				fmt_ns(c, sizeof(c), st->lat.min, any),

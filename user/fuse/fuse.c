@@ -21,10 +21,10 @@
 #include "fuse/fuse.h"
 
 #define FUSE_MAX_INPUTS 64
-#define FUSE_PID_BASE 0x2000000	      /* profiler processes not matched: above pid_max */
-#define FUSE_TID_BASE 0x30000000      /* profiler threads: never a real tid, never 0 */
-#define FUSE_MAX_TIDS 4096	      /* distinct (input, pid, tid) remapped */
-#define FUSE_SLACK_NS 3600000000000LL /* clocks further apart than 1 h do not meet */
+#define FUSE_PID_BASE	0x2000000	/* profiler processes not matched: above pid_max */
+#define FUSE_TID_BASE	0x30000000	/* profiler threads: never a real tid, never 0 */
+#define FUSE_MAX_TIDS	4096		/* distinct (input, pid, tid) remapped */
+#define FUSE_SLACK_NS	3600000000000LL /* clocks further apart than 1 h do not meet */
 
 enum in_kind { IN_OURS = 1, IN_KINETO, IN_LEGACY };
 

@@ -11,11 +11,11 @@
 #include "python/pyproc.h"
 #include "python/symbolize.h"
 
-#define PY_TPNAME_MAX 64    /* type names compared against ("builtin_function_or_method") */
-#define PY_KEYS_HDR_MAX 64  /* PyDictKeysObject up to dk_indices: 40 (3.10), 32 after */
-#define PY_STR_HDR_MAX 128  /* PyASCIIObject: 48 (3.10/3.11), 40 after */
-#define PY_DICT_LOG2_MAX 30 /* no dict here has a billion slots: garbage, not a table */
-#define PY_CALLABLE_DEPTH 2 /* a bound method of a bound method is as deep as it goes */
+#define PY_TPNAME_MAX	  64  /* type names compared against ("builtin_function_or_method") */
+#define PY_KEYS_HDR_MAX	  64  /* PyDictKeysObject up to dk_indices: 40 (3.10), 32 after */
+#define PY_STR_HDR_MAX	  128 /* PyASCIIObject: 48 (3.10/3.11), 40 after */
+#define PY_DICT_LOG2_MAX  30  /* no dict here has a billion slots: garbage, not a table */
+#define PY_CALLABLE_DEPTH 2   /* a bound method of a bound method is as deep as it goes */
 
 /* One dict's entries as the scan needs them: where they are and how to read a pair. */
 struct dict_view {

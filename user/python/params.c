@@ -33,10 +33,10 @@
 #include "python/params.h"
 #include "python/symbolize.h"
 
-#define TI_HDR_MAX 256	    /* TensorImpl bytes read per tensor (the fields above) */
-#define SEEN_SLOTS 32768    /* >= 2 * (CT_PARAMS_MAX + CT_PARAMS_MODULES), a power of 2 */
-#define VERSION_PY_MAX 4096 /* torch/version.py read */
-#define MAPS_LINE_MAX (PATH_MAX + 256)
+#define TI_HDR_MAX	256   /* TensorImpl bytes read per tensor (the fields above) */
+#define SEEN_SLOTS	32768 /* >= 2 * (CT_PARAMS_MAX + CT_PARAMS_MODULES), a power of 2 */
+#define VERSION_PY_MAX	4096  /* torch/version.py read */
+#define MAPS_LINE_MAX	(PATH_MAX + 256)
 #define PARAMS_INIT_CAP 64
 
 static const struct ct_torch_layout torch_layouts[] = {

@@ -20,14 +20,14 @@
 
 #include "python/pyproc.h"
 
-#define CT_PARAMS_MAX 4096     /* parameters listed per process; more are counted */
-#define CT_PARAMS_MODULES 8192 /* modules visited per process */
-#define CT_PARAMS_DEPTH 32     /* module nesting followed */
-#define CT_PARAM_FQN_MAX 256
-#define CT_PARAM_TYPE_MAX 64
-#define CT_PARAM_PLACE_MAX 192	/* "(Shard(dim=0), Replicate())" */
-#define CT_PARAM_PLACE_ITEMS 16 /* placements read per parameter */
-#define CT_PARAM_DIMS_MAX 16	/* a tensor of more dims gets no shape */
+#define CT_PARAMS_MAX	     4096 /* parameters listed per process; more are counted */
+#define CT_PARAMS_MODULES    8192 /* modules visited per process */
+#define CT_PARAMS_DEPTH	     32	  /* module nesting followed */
+#define CT_PARAM_FQN_MAX     256
+#define CT_PARAM_TYPE_MAX    64
+#define CT_PARAM_PLACE_MAX   192 /* "(Shard(dim=0), Replicate())" */
+#define CT_PARAM_PLACE_ITEMS 16	 /* placements read per parameter */
+#define CT_PARAM_DIMS_MAX    16	 /* a tensor of more dims gets no shape */
 
 struct ct_param {
 	char fqn[CT_PARAM_FQN_MAX];   /* "layers.0.mlp.down_proj.weight" */

@@ -10,40 +10,38 @@
  * last one wins, so a user's file can override any of these.
  */
 static const char builtin[] =
-	"# role        qualname                         file                                  name\n"
-	"module        Module._call_impl                */torch/nn/modules/module.py          self\n"
-	"module        Module._wrapped_call_impl        */torch/nn/modules/module.py          self\n"
-	"module        Cell.__call__                    */mindspore/nn/cell.py                self\n"
-	"module        Cell._run_construct              */mindspore/nn/cell.py                self\n"
-	"op            OpDispatcher.dispatch            *                                     arg1\n"
-	"op            *.__torch_function__             *                                     arg1\n"
-	"op            *.__torch_dispatch__             *                                     arg1\n"
-	"redistribute  *redistribute                    *                                     func\n"
-	"redistribute  TensorRedistribution.*           *                                     func\n"
-	"redistribute  Redistribute.forward             *                                     func\n"
-	"helper        *differentiable_*                *                                     func\n"
-	/* public (lower-case, module-level) functions only: not _AllReduce.forward */
-	"helper        [a-z]*                           */torch/distributed/distributed_c10d.py func\n"
-	"helper        [a-z]*                           */torch/distributed/nn/functional.py  func\n"
-	"helper        [a-z]*                           */torch/distributed/_functional_collectives.py func\n"
-	"helper        [a-z]*                           */mindspore/communication/comm_func.py func\n"
-	"helper        *                                */mpi4py/*                            func\n"
-	"backward      Tensor.backward                  */torch/_tensor.py                    none\n"
-	"backward      backward                         */torch/autograd/__init__.py          none\n"
-	"backward      *.backward                       *                                     none\n";
+    "# role        qualname                         file                                  name\n"
+    "module        Module._call_impl                */torch/nn/modules/module.py          self\n"
+    "module        Module._wrapped_call_impl        */torch/nn/modules/module.py          self\n"
+    "module        Cell.__call__                    */mindspore/nn/cell.py                self\n"
+    "module        Cell._run_construct              */mindspore/nn/cell.py                self\n"
+    "op            OpDispatcher.dispatch            *                                     arg1\n"
+    "op            *.__torch_function__             *                                     arg1\n"
+    "op            *.__torch_dispatch__             *                                     arg1\n"
+    "redistribute  *redistribute                    *                                     func\n"
+    "redistribute  TensorRedistribution.*           *                                     func\n"
+    "redistribute  Redistribute.forward             *                                     func\n"
+    "helper        *differentiable_*                *                                     func\n"
+    /* public (lower-case, module-level) functions only: not _AllReduce.forward */
+    "helper        [a-z]*                           */torch/distributed/distributed_c10d.py func\n"
+    "helper        [a-z]*                           */torch/distributed/nn/functional.py  func\n"
+    "helper        [a-z]*                           */torch/distributed/_functional_collectives.py "
+    "func\n"
+    "helper        [a-z]*                           */mindspore/communication/comm_func.py func\n"
+    "helper        *                                */mpi4py/*                            func\n"
+    "backward      Tensor.backward                  */torch/_tensor.py                    none\n"
+    "backward      backward                         */torch/autograd/__init__.py          none\n"
+    "backward      *.backward                       *                                     none\n";
 
 static const char *const roles[] = {
-	[CT_ROLE_NONE] = "none",
-	[CT_ROLE_MODULE] = "module",
-	[CT_ROLE_OP] = "op",
-	[CT_ROLE_REDISTRIBUTE] = "redistribute",
-	[CT_ROLE_HELPER] = "helper",
-	[CT_ROLE_BACKWARD] = "backward",
+    [CT_ROLE_NONE] = "none",	 [CT_ROLE_MODULE] = "module",
+    [CT_ROLE_OP] = "op",	 [CT_ROLE_REDISTRIBUTE] = "redistribute",
+    [CT_ROLE_HELPER] = "helper", [CT_ROLE_BACKWARD] = "backward",
 };
 
 static const char *const names[] = {
-	[CT_NAME_FUNC] = "func", [CT_NAME_QUALNAME] = "qualname", [CT_NAME_SELF] = "self",
-	[CT_NAME_ARG1] = "arg1", [CT_NAME_NONE] = "none",
+    [CT_NAME_FUNC] = "func", [CT_NAME_QUALNAME] = "qualname", [CT_NAME_SELF] = "self",
+    [CT_NAME_ARG1] = "arg1", [CT_NAME_NONE] = "none",
 };
 
 const char *ct_role_name(uint8_t role)

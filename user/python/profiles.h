@@ -33,8 +33,8 @@ enum ct_name_from {
 #define CT_PROFILE_MAX_RULES 256
 
 struct ct_rule {
-	uint8_t role;	   /* enum ct_role */
-	uint8_t name_from; /* enum ct_name_from */
+	uint8_t role;	    /* enum ct_role */
+	uint8_t name_from;  /* enum ct_name_from */
 	char qualname[128]; /* fnmatch pattern on co_qualname */
 	char file[192];	    /* fnmatch pattern on co_filename, "*" for any */
 };

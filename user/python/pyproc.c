@@ -12,8 +12,8 @@
 #include "python/pyproc.h"
 #include "target/proc.h"
 
-#define PY_MAX_MAPS 32		    /* mappings of one interpreter file (5-8 seen) */
-#define PY_DEBUG_MAX 4096	    /* _Py_DebugOffsets is 584 bytes in 3.13 */
+#define PY_MAX_MAPS	   32	    /* mappings of one interpreter file (5-8 seen) */
+#define PY_DEBUG_MAX	   4096	    /* _Py_DebugOffsets is 584 bytes in 3.13 */
 #define PY_DEBUG_FIELD_MAX 0x100000 /* no CPython struct is anywhere near 1 MiB */
 
 int ct_py_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len)

@@ -11,11 +11,11 @@
 #include "python/pyproc.h"
 #include "python/symbolize.h"
 
-#define PY_TYPE_SLOTS 64       /* processes whose str/code/bytes type pointers are remembered */
-#define PY_CODE_HDR_MAX 512    /* the code object fields read are below 256 in 3.10-3.13 */
-#define PY_STR_HDR_MAX 128     /* sizeof(PyCompactUnicodeObject): 72 in 3.10/3.11, 56 after */
-#define PY_TPNAME_MAX 64       /* "str", "code", "bytes"; a class name may be truncated */
-#define PY_MAX_LASTI (1 << 24) /* code units: no real code object comes close */
+#define PY_TYPE_SLOTS	64	  /* processes whose str/code/bytes type pointers are remembered */
+#define PY_CODE_HDR_MAX 512	  /* the code object fields read are below 256 in 3.10-3.13 */
+#define PY_STR_HDR_MAX	128	  /* sizeof(PyCompactUnicodeObject): 72 in 3.10/3.11, 56 after */
+#define PY_TPNAME_MAX	64	  /* "str", "code", "bytes"; a class name may be truncated */
+#define PY_MAX_LASTI	(1 << 24) /* code units: no real code object comes close */
 
 enum py_kind { PY_STR, PY_CODE, PY_BYTES, PY_NKINDS };
 static const char *const py_kind_name[PY_NKINDS] = {"str", "code", "bytes"};

@@ -15,11 +15,11 @@
 
 #include "commtrace/pyabi.h"
 
-#define CT_PY_NAME_MAX 128
-#define CT_PY_FILE_MAX 256
+#define CT_PY_NAME_MAX	     128
+#define CT_PY_FILE_MAX	     256
 #define CT_PYSYM_DEFAULT_CAP 4096
-#define CT_PY_LINETABLE_MAX (64 * 1024)	      /* one code object's table (bigger: no line) */
-#define CT_PYSYM_LINE_BYTES (8 * 1024 * 1024) /* all cached line tables together */
+#define CT_PY_LINETABLE_MAX  (64 * 1024)       /* one code object's table (bigger: no line) */
+#define CT_PYSYM_LINE_BYTES  (8 * 1024 * 1024) /* all cached line tables together */
 
 struct ct_pyframe {
 	char qualname[CT_PY_NAME_MAX]; /* co_qualname ("Outer.method"); co_name on 3.10 */

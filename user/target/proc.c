@@ -10,7 +10,7 @@
 #include "target/proc.h"
 
 #define CT_DELETED_SUFFIX " (deleted)"
-#define CT_STAT_MAX 4096 /* /proc/PID/stat is far shorter; comm is at most 64 bytes */
+#define CT_STAT_MAX	  4096 /* /proc/PID/stat is far shorter; comm is at most 64 bytes */
 
 static int parse_hex(const char **pp, char stop, uint64_t *out)
 {
@@ -354,7 +354,7 @@ int ct_proc_rank(pid_t pid, int *world)
 		break;
 	}
 	/* SLURM_NTASKS is unset for some job steps; SLURM_NPROCS is the older spelling. */
-	if (rank >= 0 && size < 0 && strcmp(names[i], "SLURM_PROCID") == 0) {
+	if (rank >= 0 && size < 0 && i < N && strcmp(names[i], "SLURM_PROCID") == 0) {
 		char v[24];
 
 		if (!ct_proc_getenv(pid, "SLURM_NPROCS", v, sizeof(v)) && strict_nonneg(v) > 0)
