@@ -382,3 +382,23 @@ def test_chrome_with_device_buffer(bpf, progs, tmp_path):
     host = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "comm"]
     assert len(host) == report["total_counts"], "every host call once"
     assert "commtrace_devprof" in trace["metadata"]
+
+
+def test_chrome_time_window_cap(bpf, progs, tmp_path):
+    """A long session capped by a time window: a clear message, a valid file, the count."""
+    out, rep = tmp_path / "trace.json", tmp_path / "r.json"
+    r = subprocess.run([str(TRACER), "-q", "--json", str(rep), "--chrome", str(out),
+                        "--chrome-window", "0.5", "--",
+                        str(REPO / "build/progs/hccl_driver"),
+                        str(REPO / "build/progs/libhccl.so"), "--rank", "0", "--nranks", "2",
+                        "--settle-ms", "2000", "--iters", "2"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "past the time window" in r.stderr, r.stderr
+    trace, report = json.loads(out.read_text()), json.loads(rep.read_text())
+    assert trace["metadata"]["window"]["calls_left_out"] is True
+    export = trace["metadata"]["export"]
+    # The driver calls only after 2 s: every call is outside the window, none written.
+    assert export["calls_written"] == 0
+    assert export["calls_outside_window"] == report["total_counts"] > 0
+    assert not [e for e in trace["traceEvents"] if e.get("cat") == "comm"]
