@@ -115,6 +115,9 @@ char *ct_demangled_to_qualified(const char *d)
 		size_t n;
 
 		if (angle == 0 && (n = operator_len(d + i, d, &conv))) {
+			/* The operator may run past the cut (found by the fuzzer: "_Zcl"). */
+			if (n > len - i)
+				n = len - i;
 			if (conv) {
 				/* A conversion operator's type is part of its name: keep it
 				 * verbatim. */
