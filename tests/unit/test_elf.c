@@ -701,7 +701,7 @@ TEST(elf_demangle_operator_past_cut)
 {
 	char *q = ct_demangle_qualified("_Zcl");
 
-	/* Whatever it makes of it, it stays inside its buffer (ASan proves it in make test-asan). */
+	/* Whatever it makes of it, it stays in its buffer (ASan: make test-asan). */
 	free(q);
 	q = ct_demangled_to_qualified("ns::f(int)");
 	if (ASSERT_NOT_NULL(q, "ns::f(int)"))
