@@ -15,9 +15,9 @@ static int count_sym(const struct ct_elf_sym *s, void *ctx)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const struct ct_sym_want wants[] = {
-		{"MPI_Allreduce", false, false},
-		{"gloo::allreduce", true, false},
-		{"ompi_mpi_double", false, true},
+	    {"MPI_Allreduce", false, false},
+	    {"gloo::allreduce", true, false},
+	    {"ompi_mpi_double", false, true},
 	};
 	struct ct_sym_found found[3];
 	char path[64], err[256];
