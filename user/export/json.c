@@ -6,6 +6,7 @@
 #include <string.h>
 #include <cJSON.h>
 #include "export/export.h"
+#include "pystacks.h"
 #include "python/params.h"
 
 uint64_t ct_session_drops(const struct ct_session *s)
@@ -272,6 +273,14 @@ int ct_export_json(struct ct_session *s, const char *path)
 		cJSON_AddItemToObject(drops, drop_names[k], num((double)s->drops[k]));
 	cJSON_AddItemToObject(drops, "user_space", num((double)s->dropped_user));
 	cJSON_AddItemToObject(drops, "processes_over_limit", num((double)s->lost_procs));
+	{
+		uint64_t stacks, frames, unresolved;
+
+		/* Frames whose code object could not be read (the process had exited). */
+		ct_py_stats(s, &stacks, &frames, &unresolved);
+		cJSON_AddItemToObject(drops, "python_frames_unresolved", u64(unresolved));
+		cJSON_AddItemToObject(root, "python_stacks", u64(stacks));
+	}
 	cJSON_AddItemToObject(root, "drops", drops);
 	clock = cJSON_CreateObject();
 	cJSON_AddStringToObject(clock, "source", "CLOCK_MONOTONIC");
