@@ -177,14 +177,10 @@ struct scan {
 	int n, cap;
 };
 
-static int collect(const struct ct_map *m, void *ctx)
+static int scan_push(struct scan *sc, const struct ct_map *m)
 {
-	struct scan *sc = ctx;
-
-	if (!m->path[0] || m->path[0] != '/' || !ct_catalog_match_file(m->path))
-		return 0;
 	if (sc->n == sc->cap) {
-		int cap = sc->cap ? sc->cap * 2 : 32;
+		int cap = sc->cap ? sc->cap * 2 : 16;
 		struct ct_map *n = realloc(sc->maps, cap * sizeof(*n));
 
 		if (!n)
@@ -194,6 +190,13 @@ static int collect(const struct ct_map *m, void *ctx)
 	}
 	sc->maps[sc->n++] = *m;
 	return 0;
+}
+
+static int collect(const struct ct_map *m, void *ctx)
+{
+	if (!m->path[0] || m->path[0] != '/' || !ct_catalog_match_file(m->path))
+		return 0;
+	return scan_push(ctx, m);
 }
 
 /* Runtime address of a symbol of this mapping's file (base_vaddr: ct_elf_base_vaddr), or 0. */
@@ -220,17 +223,7 @@ static int collect_exe(const struct ct_map *m, void *ctx)
 
 	if (strcmp(m->path, x->path) != 0)
 		return 0;
-	if (x->sc.n == x->sc.cap) {
-		int cap = x->sc.cap ? x->sc.cap * 2 : 8;
-		struct ct_map *n = realloc(x->sc.maps, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		x->sc.maps = n;
-		x->sc.cap = cap;
-	}
-	x->sc.maps[x->sc.n++] = *m;
-	return 0;
+	return scan_push(&x->sc, m);
 }
 
 /*
