@@ -17,11 +17,6 @@
 
 #include "commtrace/pyabi.h"
 
-struct ct_pyproc_bpf {
-	__u64 runtime; /* address of _PyRuntime in the process */
-	struct ct_py_offsets off;
-};
-
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
@@ -83,6 +78,7 @@ struct walk {
 	const struct ct_py_offsets *o;
 	struct ct_pystack *st;
 	__u64 frame;
+	__u64 cell_type;
 };
 
 /*
@@ -112,6 +108,7 @@ static long walk_cb(__u64 i, void *data)
 	__u64 frame = w->frame;
 	__u8 head[CT_HEAD_MASK + 1 + 8];
 	__u32 n = st->nframes;
+	__u64 self;
 
 	if (!frame)
 		return 1;
@@ -133,7 +130,11 @@ static long walk_cb(__u64 i, void *data)
 	st->frames[n].instr = head_u64(head, frame, o->frame_instr);
 	if (o->instr_is_index) /* 3.10: an int */
 		st->frames[n].instr = (__u64)(__s64)(__s32)st->frames[n].instr;
-	st->frames[n].self = head_u64(head, frame, o->frame_localsplus);
+	self = head_u64(head, frame, o->frame_localsplus);
+	/* Read now: the cell dies with the call (torch 2.x's Module._call_impl has one). */
+	if (self && w->cell_type && rd64(self + o->object_type) == w->cell_type)
+		self = rd64(self + o->object_type + 8); /* PyCellObject.ob_ref */
+	st->frames[n].self = self;
 	st->frames[n].arg1 = head_u64(head, frame, o->frame_localsplus + 8);
 	st->nframes = n + 1;
 	return 0;
@@ -176,6 +177,7 @@ static __always_inline void walk_python(__u32 tgid, __u32 tid, struct ct_pystack
 	if (pp->off.cframe_current_frame != CT_PY_NONE)
 		frame = rd64(frame + pp->off.cframe_current_frame);
 	w.o = &pp->off;
+	w.cell_type = pp->cell_type;
 	w.st = st;
 	w.frame = frame;
 	bpf_loop(CT_PY_MAX_FRAMES + 1, walk_cb, &w, 0);

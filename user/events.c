@@ -99,6 +99,10 @@ static void on_call(struct ct_session *s, const struct ct_call_event *ev)
 	recv = ct_bytes(d, &fn->recv, ev->val);
 	st->bytes_sent += sent;
 	st->bytes_recv += recv;
+	/* Bytes that scale with the group size, on a communicator created before we attached. */
+	if (((fn->sent.on && fn->sent.by_comm) || (fn->recv.on && fn->recv.by_comm)) &&
+	    !ev->val[CT_V_COMM_SIZE])
+		s->group_size_unknown++;
 	if (fn->sent.on || fn->recv.on) {
 		dtype = ct_dtype_name(
 		    p, d, ev->val[CT_V_DTYPE] ? ev->val[CT_V_DTYPE] : ev->val[CT_V_RDTYPE]);

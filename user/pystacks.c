@@ -21,11 +21,6 @@
 #include "python/profiles.h"
 #include "python/symbolize.h"
 
-struct ct_pyproc_bpf {
-	__u64 runtime;
-	struct ct_py_offsets off;
-};
-
 /* Which rule a code object matched: looked up once per code object, not per event. */
 #define ROLE_CACHE 4096
 
@@ -43,6 +38,7 @@ struct name_slot {
 	pid_t pid;
 	uint64_t parent, obj;
 	const char *name;
+	unsigned int fallback; /* module_label: lookups that fell back to the class name */
 };
 
 struct ct_pystate {
@@ -107,6 +103,7 @@ int ct_py_attach_proc(struct ct_session *s, struct ct_proc *p)
 	if (rc)
 		return 0; /* not a Python process */
 	v.runtime = p->py.runtime_addr;
+	v.cell_type = p->py.cell_type_addr;
 	v.off = p->py.offsets;
 	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.pyprocs), &key, &v, BPF_ANY))
 		return -errno;
@@ -150,6 +147,8 @@ static struct name_slot *name_slot(struct ct_pystate *st, pid_t pid, uint64_t pa
 	struct name_slot *n = &st->names[((obj >> 4) ^ (parent >> 3) ^ (uint64_t)pid) % NAME_CACHE];
 
 	*hit = n->name && n->pid == pid && n->parent == parent && n->obj == obj;
+	if (!*hit)
+		n->fallback = 0;
 	n->pid = pid;
 	n->parent = parent;
 	n->obj = obj;
@@ -176,26 +175,49 @@ static const char *object_label(struct ct_pystate *st, struct ct_proc *p, uint64
 	return n->name;
 }
 
-/* A module's name: its attribute in the enclosing module, else its class. */
+/*
+ * A module's name: its attribute in the enclosing module, else its class. A failed
+ * lookup is not cached as the class name: it is tried again at the next stack (up to
+ * NAME_RETRIES times), so one unlucky read (the target rewriting a dict as it was read)
+ * does not name the module by its class for the rest of the session.
+ */
+#define NAME_RETRIES 8
+
 static const char *module_label(struct ct_pystate *st, struct ct_proc *p, uint64_t parent,
 				uint64_t self)
 {
 	const struct ct_py_objoffsets *oo = ct_py_objoffsets_for(p->py.major, p->py.minor);
 	struct name_slot *n;
+	unsigned int tries;
+	const char *cls;
 	char buf[256];
 	bool hit;
+	int rc = -ENOTSUP;
 
 	if (!parent)
 		return "(root)";
 	n = name_slot(st, p->pid, parent, self, &hit);
-	if (hit)
+	if (hit && (!n->fallback || n->fallback > NAME_RETRIES))
 		return n->name;
-	if (oo &&
-	    ct_py_module_name(p->pid, oo, &p->py.offsets, parent, self, buf, sizeof(buf)) == 0)
+	for (int i = 0; oo && i < 2 && rc; i++)
+		rc = ct_py_module_name(p->pid, oo, &p->py.offsets, parent, self, buf, sizeof(buf));
+	if (!rc) {
 		n->name = ct_intern(buf);
-	else
-		n->name = object_label(st, p, self, false);
-	return n->name;
+		n->fallback = 0;
+		return n->name;
+	}
+	ct_debug("commtrace: pid %d: module 0x%llx has no name in 0x%llx: %s\n", p->pid,
+		 (unsigned long long)self, (unsigned long long)parent, strerror(-rc));
+	tries = hit ? n->fallback + 1 : 1;
+	cls = object_label(st, p, self, false);
+
+	/* object_label may have taken the same slot: claim it back. */
+	n->pid = p->pid;
+	n->parent = parent;
+	n->obj = self;
+	n->name = cls;
+	n->fallback = tries;
+	return cls;
 }
 
 int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
@@ -257,25 +279,31 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 				       : r->role == CT_ROLE_OP	 ? CT_NODE_OP
 								 : CT_NODE_REDISTRIBUTE;
 
-			/* A module's forward may run its own _call_impl twice (hooks): one node. */
+			uint64_t self = raw->self;
+
+			/* A module's forward may run its own _call_impl twice (hooks), or
+			 * _wrapped_call_impl then _call_impl (torch 2.x): one node. So is one
+			 * redistribution seen at two levels (torch 2.x: DTensor.redistribute,
+			 * then the autograd Redistribute.forward it applies). */
 			if (npath && path[npath - 1].type == type &&
-			    path[npath - 1].self == raw->self && type == CT_NODE_MODULE)
+			    ((type == CT_NODE_MODULE && path[npath - 1].self == self) ||
+			     type == CT_NODE_REDISTRIBUTE))
 				break;
 			if (npath == CT_TREE_MAX_DEPTH - 1)
 				break;
 			t->type = type;
 			t->code = raw->code;
-			t->self = raw->self;
+			t->self = self;
 			t->instr = raw->instr;
 			if (type == CT_NODE_MODULE) {
-				t->name = module_label(st, p, parent_module, raw->self);
+				t->name = module_label(st, p, parent_module, self);
 				if (!parent_module)
-					p->root_module = raw->self; /* for --sharding */
-				parent_module = raw->self;
+					p->root_module = self; /* for --sharding */
+				parent_module = self;
 			} else if (r->name_from == CT_NAME_ARG1) {
 				t->name = object_label(st, p, raw->arg1, true);
 			} else if (r->name_from == CT_NAME_SELF) {
-				t->name = object_label(st, p, raw->self, false);
+				t->name = object_label(st, p, self, false);
 			} else {
 				t->name = ct_intern(r->name_from == CT_NAME_QUALNAME
 							? f.qualname

@@ -130,6 +130,8 @@ struct ct_session {
 	bool child_reaped;
 	int child_status;
 	uint64_t events, lost_procs, dropped_user;
+	uint32_t batch_n; /* records read since the last CT_EVENTS_YIELD */
+	uint64_t group_size_unknown; /* calls whose size-scaled bytes were not counted */
 	uint64_t drops[CT_DROP_MAX];
 	uint64_t mono_to_wall_ns; /* add to CLOCK_MONOTONIC ns for wall-clock ns */
 	uint64_t start_ns, end_ns;

@@ -49,7 +49,8 @@ struct ct_proc *ct_proc_add(struct ct_session *s, pid_t pid)
 	p->pid = pid;
 	ct_tree_init(&p->tree);
 	p->rank = ct_proc_rank(pid, &p->world);
-	ct_proc_comm(pid, pid, p->comm, sizeof(p->comm));
+	if (!ct_proc_comm(pid, pid, p->comm, sizeof(p->comm)))
+		ct_str_sanitize(p->comm);
 	s->procs[s->n_procs++] = p;
 	return p;
 }
@@ -67,6 +68,7 @@ void ct_proc_set_thread_name(struct ct_proc *p, pid_t tid, const char *name)
 	for (int i = 0; i < p->n_threads; i++) {
 		if (p->threads[i].tid == tid) {
 			snprintf(p->threads[i].name, sizeof(p->threads[i].name), "%s", name);
+			ct_str_sanitize(p->threads[i].name);
 			return;
 		}
 	}
@@ -74,6 +76,7 @@ void ct_proc_set_thread_name(struct ct_proc *p, pid_t tid, const char *name)
 		return; /* names only label output; the events themselves are all kept */
 	p->threads[p->n_threads].tid = tid;
 	snprintf(p->threads[p->n_threads].name, sizeof(p->threads[0].name), "%s", name);
+	ct_str_sanitize(p->threads[p->n_threads].name);
 	p->n_threads++;
 }
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "tree.h"
@@ -17,14 +18,64 @@ struct istr {
 static struct istr *itab[INTERN_BUCKETS];
 static size_t ibytes;
 
-const char *ct_intern(const char *s)
+/* Length of the valid UTF-8 sequence at s (no overlongs, surrogates or > U+10FFFF), or 0. */
+static size_t utf8_len(const uint8_t *s)
 {
+	size_t n = s[0] < 0x80			  ? 1
+		   : s[0] >= 0xc2 && s[0] <= 0xdf ? 2
+		   : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+		   : s[0] >= 0xf0 && s[0] <= 0xf4 ? 4
+						  : 0;
+
+	for (size_t i = 1; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	if ((n == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0))) ||
+	    (n == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))))
+		return 0;
+	return n;
+}
+
+void ct_str_sanitize(char *s)
+{
+	uint8_t *p = (uint8_t *)s;
+
+	while (p && *p) {
+		size_t n = utf8_len(p);
+
+		if (!n || *p < 0x20 || *p == 0x7f) {
+			*p++ = '?';
+			continue;
+		}
+		p += n;
+	}
+}
+
+/*
+ * Names come from target memory (and thread names from the kernel): what is not valid
+ * UTF-8, or is a control character, becomes '?' so that every output stays valid.
+ */
+const char *ct_intern(const char *in)
+{
+	char buf[1024];
+	const char *s = in;
 	uint32_t h = 2166136261u;
 	struct istr *e;
 	size_t len;
 
 	if (!s)
 		return NULL;
+	for (const uint8_t *p = (const uint8_t *)s; *p;) {
+		size_t n = utf8_len(p);
+
+		if (!n || *p < 0x20 || *p == 0x7f) {
+			snprintf(buf, sizeof(buf), "%s", in);
+			ct_str_sanitize(buf);
+			s = buf;
+			break;
+		}
+		p += n;
+	}
 	for (const char *p = s; *p; p++)
 		h = (h ^ (uint8_t)*p) * 16777619u;
 	for (e = itab[h % INTERN_BUCKETS]; e; e = e->next)

@@ -114,6 +114,8 @@ void ct_tree_set_duration(struct ct_tree *t, int32_t node, uint64_t duration);
 
 /* Interned strings: one copy per distinct string for the whole session, bounded. */
 const char *ct_intern(const char *s);
+/* In place: invalid UTF-8 and control characters become '?'. */
+void ct_str_sanitize(char *s);
 void ct_intern_free(void);
 
 #endif

@@ -60,11 +60,19 @@ struct ct_py_offsets {
 	__u16 tstate_thread_id;	    /* PyThreadState.thread_id (pthread_t = the TCB = fs base) */
 };
 
+/* The pyprocs map's value: one traced CPython process. */
+struct ct_pyproc_bpf {
+	__u64 runtime;	 /* address of _PyRuntime in the process */
+	__u64 cell_type; /* address of PyCell_Type, or 0 */
+	struct ct_py_offsets off;
+};
+
 /* One Python frame as the walker sends it. */
 struct ct_pyframe_raw {
 	__u64 code;  /* PyCodeObject * */
 	__u64 instr; /* 3.10: f_lasti (an index); 3.11/3.12: prev_instr; 3.13: instr_ptr */
-	__u64 self;  /* localsplus[0]: self of a method, the first argument of a function */
+	__u64 self;  /* localsplus[0]: self of a method, the first argument of a function;
+		      * a cell's content where a closure captured it (3.11+: MAKE_CELL) */
 	__u64 arg1;  /* localsplus[1]: the op of OpDispatcher.dispatch / __torch_function__ */
 };
 

@@ -5,6 +5,7 @@
 #include <cJSON.h>
 #include "harness.h"
 #include "export/chrome.h"
+#include "tree.h"
 
 static bool jstr_is(const char *in, const char *want)
 {
@@ -165,4 +166,15 @@ TEST(chrome_handoff)
 	ASSERT_EQ(w, s2, "the next one");
 	g.ts = 320;
 	ASSERT_EQ(ct_handoff_worker(&q, 1, &g), -1, "all matched");
+}
+
+/* Names read from a target become valid UTF-8 without control characters. */
+TEST(intern_sanitizes_names)
+{
+	ASSERT_STREQ(ct_intern("fc2"), "fc2", "ASCII kept");
+	ASSERT_STREQ(ct_intern("caf\xc3\xa9"), "caf\xc3\xa9", "UTF-8 kept");
+	ASSERT_STREQ(ct_intern("a\xff" "b\x01" "c"), "a?b?c", "invalid byte, control");
+	ASSERT_STREQ(ct_intern("x\xc3"), "x?", "truncated sequence");
+	ASSERT_STREQ(ct_intern("\xed\xa0\x80"), "???", "surrogate");
+	ASSERT_TRUE(ct_intern("a\xff" "b\x01" "c") == ct_intern("a?b?c"), "one interned copy");
 }

@@ -273,6 +273,7 @@ int ct_export_json(struct ct_session *s, const char *path)
 		cJSON_AddItemToObject(drops, drop_names[k], num((double)s->drops[k]));
 	cJSON_AddItemToObject(drops, "user_space", num((double)s->dropped_user));
 	cJSON_AddItemToObject(drops, "processes_over_limit", num((double)s->lost_procs));
+	cJSON_AddItemToObject(drops, "group_size_unknown", u64(s->group_size_unknown));
 	{
 		uint64_t stacks, frames, unresolved;
 

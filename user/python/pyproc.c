@@ -287,8 +287,9 @@ static int detect(pid_t pid, const struct py_cand *c, struct ct_pyproc *out)
 	struct ct_sym_want wants[] = {
 	    {.name = "_PyRuntime", .object = true},
 	    {.name = "Py_Version", .object = true}, /* exported since 3.11 */
+	    {.name = "PyCell_Type", .object = true},
 	};
-	struct ct_sym_found found[2] = {};
+	struct ct_sym_found found[3] = {};
 	const struct ct_py_offsets *tab;
 	char fpath[PATH_MAX + 32], err[256];
 	struct ct_elf *e;
@@ -304,7 +305,7 @@ static int detect(pid_t pid, const struct py_cand *c, struct ct_pyproc *out)
 	e = ct_elf_open(fpath, err, sizeof(err));
 	if (!e)
 		return -ENOENT;
-	ct_elf_resolve(e, wants, 2, found);
+	ct_elf_resolve(e, wants, 3, found);
 	if (!found[0].found) {
 		ret = -ENOENT; /* a python3.X executable linked against libpython: not ours */
 		goto out;
@@ -317,6 +318,8 @@ static int detect(pid_t pid, const struct py_cand *c, struct ct_pyproc *out)
 	ret = file_off_to_addr(c, found[0].file_off, &out->runtime_addr);
 	if (ret)
 		goto out;
+	if (found[2].found && file_off_to_addr(c, found[2].file_off, &out->cell_type_addr))
+		out->cell_type_addr = 0;
 
 	if (strchr(c->flags, 't')) {
 		notice(out, "is a free-threaded build, whose object layout is not supported");
