@@ -6,6 +6,9 @@
  * tables), the bytes against the rules in README.md.
  */
 #include "harness.h"
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include "catalog/catalog.h"
 
 static const struct ct_func *find(const struct ct_libdesc *d, const char *name)
@@ -39,7 +42,10 @@ TEST(catalog_ids_roundtrip)
 		    "libmpi");
 	ASSERT_TRUE(ct_catalog_match_file("/opt/x/libnccl.so.2") == &ct_lib_nccl, "libnccl");
 	ASSERT_TRUE(ct_catalog_match_file("/lib/libgloo.so.0") == &ct_lib_gloo, "libgloo");
-	ASSERT_TRUE(ct_catalog_match_file("libtorch_cuda.so") == &ct_lib_c10d, "libtorch_cuda");
+	ASSERT_TRUE(ct_catalog_match_file("libtorch_cuda.so") == &ct_lib_c10d2, "libtorch_cuda");
+	ASSERT_TRUE(ct_catalog_match_file("/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13") ==
+			&ct_lib_c10d,
+		    "Debian's torch 1.13");
 	ASSERT_TRUE(ct_catalog_match_file("/usr/lib/libmpich.so") == NULL ||
 			ct_catalog_match_file("/usr/lib/libmpich.so") == &ct_lib_mpi,
 		    "prefix rule");
@@ -166,4 +172,29 @@ TEST(catalog_enum_dtypes)
 	ASSERT_EQ(arg_of(find(&ct_lib_nccl, "ncclCommInitRank"), CT_V_COMM_RANK), 3, "rank");
 	ASSERT_EQ(find(&ct_lib_nccl, "ncclCommInitRank")->flags, CT_PF_OUT_PTR | CT_PF_COMM_INIT,
 		  "remembers the comm");
+}
+
+TEST(catalog_torch_major)
+{
+	char dir[] = "/tmp/ct-torch-XXXXXX", path[256];
+	FILE *f;
+
+	ASSERT_EQ(ct_torch_major("/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13"), 1, "versioned name");
+	ASSERT_EQ(ct_torch_major("libtorch_cpu.so"), 0, "unknown");
+	ASSERT_TRUE(mkdtemp(dir) != NULL, "mkdtemp");
+	snprintf(path, sizeof(path), "%s/version.py", dir);
+	f = fopen(path, "w");
+	ASSERT_TRUE(f != NULL, "version.py");
+	fputs("from typing import Optional\n__version__ = '2.11.0+cu130'\n", f);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/lib", dir);
+	ASSERT_EQ(mkdir(path, 0700), 0, "mkdir");
+	snprintf(path, sizeof(path), "%s/lib/libtorch_cuda.so", dir);
+	ASSERT_EQ(ct_torch_major(path), 2, "version.py");
+	ASSERT_TRUE(ct_catalog_match_file(path) == &ct_lib_c10d2, "pip torch 2.x");
+	snprintf(path, sizeof(path), "%s/version.py", dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/lib", dir);
+	rmdir(path);
+	rmdir(dir);
 }

@@ -10,19 +10,21 @@
  * register. So `this` is argument 2 and the method's own arguments start at 3.
  *
  * Sizes come from the tensors' TensorImpl and the group from ProcessGroup, at
- * offsets of PyTorch 1.13 (x86-64), measured on the live objects (an at::Tensor
- * is one TensorImpl pointer; Tensor._cdata is that pointer):
- * TensorImpl.numel_ 168, TensorImpl.data_type_ (TypeMeta index = ScalarType) 176,
- * ProcessGroup.rank_ 24, size_ 28 (after the intrusive_ptr_target header).
- * Re-measured for --sharding (user/python/params.c, which also reads the dim count at 72
- * and the sizes at 80: inline up to 5 dims, else a heap pointer there).
+ * offsets measured on the live objects (an at::Tensor is one TensorImpl pointer;
+ * Tensor._cdata is that pointer), x86-64:
+ * - PyTorch 1.13: TensorImpl.numel_ 168, data_type_ (TypeMeta index = ScalarType) 176,
+ *   ProcessGroup.rank_ 24, size_ 28 (after the intrusive_ptr_target header). Re-measured
+ *   for --sharding (user/python/params.c, which also reads the dim count at 72 and the
+ *   sizes at 80: inline up to 5 dims, else a heap pointer there).
+ * - PyTorch 2.11 (scripts/torch-layout.py on the GPU machine): numel_ 160, data_type_ 168.
+ *   `this` is now a c10d::Backend (ProcessGroupGloo/NCCL derive from it, not from
+ *   ProcessGroup): rank_ 16, size_ 20 (ProcessGroup's own stay at 24/28).
+ * The same file names carry both layouts: ct_torch_major() picks the table.
  */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include "catalog/catalog.h"
-
-#define TI_NUMEL 168
-#define TI_DTYPE 176
-#define PG_RANK	 24
-#define PG_SIZE	 28
 
 #define GROUP                                                                                      \
 	[CT_V_COMM] = LOC_ARG(2), [CT_V_COMM_RANK] = LOC_DEREF(2, PG_RANK, 4),                     \
@@ -69,7 +71,26 @@
 	    PG(cls, "recv", CT_K_RECV, .val = {GROUP, VEC(3), [CT_V_PEER] = LOC_ARG32(4)},         \
 	       .recv = S)
 
-static const struct ct_func c10d_funcs[] = {
+/* PyTorch 1.x */
+#define TI_NUMEL 168
+#define TI_DTYPE 176
+#define PG_RANK	 24
+#define PG_SIZE	 28
+static const struct ct_func c10d1_funcs[] = {
+    PG_ALL("Gloo"),
+    PG_ALL("NCCL"),
+};
+#undef TI_NUMEL
+#undef TI_DTYPE
+#undef PG_RANK
+#undef PG_SIZE
+
+/* PyTorch 2.x */
+#define TI_NUMEL 160
+#define TI_DTYPE 168
+#define PG_RANK	 16
+#define PG_SIZE	 20
+static const struct ct_func c10d2_funcs[] = {
     PG_ALL("Gloo"),
     PG_ALL("NCCL"),
 };
@@ -86,13 +107,52 @@ static const struct ct_named_value torch_dtypes[] = {
 
 static const char *const c10d_files[] = {"libtorch_cpu.so", "libtorch_cuda.so", NULL};
 
-const struct ct_libdesc ct_lib_c10d = {
-    .lib = CT_LIB_C10D,
-    .name = "c10d",
-    .files = c10d_files,
-    .funcs = c10d_funcs,
-    .n_funcs = ARRAY_LEN(c10d_funcs),
-    .dtypes = torch_dtypes,
-    .n_dtypes = ARRAY_LEN(torch_dtypes),
-    .times = "caller thread: the enqueue of the work, not its execution",
-};
+/*
+ * PyTorch's major version for a libtorch file: from a versioned name (Debian's
+ * libtorch_cpu.so.1.13), else from torch/version.py beside torch/lib/ (pip wheels),
+ * else 0 (unknown: the newest layout is assumed).
+ */
+int ct_torch_major(const char *path)
+{
+	const char *base = strrchr(path, '/'), *so;
+	char vpath[4096], line[256];
+	FILE *f;
+	int major = 0;
+
+	base = base ? base + 1 : path;
+	so = strstr(base, ".so.");
+	if (so)
+		return atoi(so + 4);
+	if (base == path || (size_t)(base - path) + sizeof("../version.py") > sizeof(vpath))
+		return 0;
+	snprintf(vpath, sizeof(vpath), "%.*s../version.py", (int)(base - path), path);
+	f = fopen(vpath, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "__version__ = '%d.", &major) == 1)
+			break;
+	fclose(f);
+	return major;
+}
+
+static bool is_torch1(const char *path)
+{
+	return ct_torch_major(path) == 1;
+}
+
+static bool is_not_torch1(const char *path)
+{
+	return !is_torch1(path);
+}
+
+#define C10D_DESC(funcs_, accept_)                                                                 \
+	{                                                                                          \
+		.lib = CT_LIB_C10D, .name = "c10d", .files = c10d_files, .accept = (accept_),      \
+		.funcs = (funcs_), .n_funcs = ARRAY_LEN(funcs_), .dtypes = torch_dtypes,           \
+		.n_dtypes = ARRAY_LEN(torch_dtypes),                                               \
+		.times = "caller thread: the enqueue of the work, not its execution",              \
+	}
+
+const struct ct_libdesc ct_lib_c10d = C10D_DESC(c10d1_funcs, is_torch1);
+const struct ct_libdesc ct_lib_c10d2 = C10D_DESC(c10d2_funcs, is_not_torch1);

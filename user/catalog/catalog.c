@@ -24,7 +24,7 @@ const struct ct_libdesc ct_lib_ldso = {
 };
 
 const struct ct_libdesc *const ct_libs[] = {
-    &ct_lib_mpi, &ct_lib_gloo, &ct_lib_c10d, &ct_lib_nccl, &ct_lib_hccl, &ct_lib_ldso,
+    &ct_lib_mpi, &ct_lib_gloo, &ct_lib_c10d, &ct_lib_c10d2, &ct_lib_nccl, &ct_lib_hccl, &ct_lib_ldso,
 };
 const size_t ct_n_libs = ARRAY_LEN(ct_libs);
 
@@ -66,7 +66,8 @@ const struct ct_libdesc *ct_catalog_match_file(const char *path)
 	base = base ? base + 1 : path;
 	for (size_t i = 0; i < ct_n_libs; i++)
 		for (const char *const *f = ct_libs[i]->files; *f; f++)
-			if (strncmp(base, *f, strlen(*f)) == 0)
+			if (strncmp(base, *f, strlen(*f)) == 0 &&
+			    (!ct_libs[i]->accept || ct_libs[i]->accept(path)))
 				return ct_libs[i];
 	return NULL;
 }
@@ -79,7 +80,7 @@ const char *ct_catalog_file_list(void)
 	if (buf[0])
 		return buf;
 	for (size_t i = 0; i < ct_n_libs; i++) {
-		if (ct_libs[i]->lib == CT_LIB_LDSO)
+		if (ct_libs[i]->lib == CT_LIB_LDSO || (i && ct_libs[i]->files == ct_libs[i - 1]->files))
 			continue;
 		for (const char *const *f = ct_libs[i]->files; *f; f++) {
 			int n =

@@ -59,6 +59,8 @@ struct ct_libdesc {
 	uint8_t lib;		  /* enum ct_lib */
 	const char *name;	  /* "mpi", "gloo", "c10d", "nccl", "hccl" */
 	const char *const *files; /* basename prefixes that identify the library */
+	/* when several descriptions share file names: does this one fit the file? */
+	bool (*accept)(const char *path);
 	const struct ct_func *funcs;
 	size_t n_funcs;
 	/* dtype / op naming: enum values (NCCL, HCCL) or handle objects (MPI) */
@@ -73,8 +75,9 @@ struct ct_libdesc {
 	const char *times; /* what the durations mean, for the README and the summary */
 };
 
-extern const struct ct_libdesc ct_lib_mpi, ct_lib_gloo, ct_lib_c10d, ct_lib_nccl, ct_lib_hccl,
-    ct_lib_ldso;
+extern const struct ct_libdesc ct_lib_mpi, ct_lib_gloo, ct_lib_c10d, ct_lib_c10d2, ct_lib_nccl,
+    ct_lib_hccl, ct_lib_ldso;
+int ct_torch_major(const char *path);
 
 /* All libraries, in probe-id order. */
 extern const struct ct_libdesc *const ct_libs[];
