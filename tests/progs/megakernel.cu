@@ -11,8 +11,8 @@
  *
  *	make cuda && build/progs/megakernel [OUT.bin] [steps]
  *
- * Built with nvcc only by `make cuda`. It has not been run: the machine it was written
- * on has no GPU (docs/devprof.md).
+ * Built with nvcc only by `make cuda`; run on an H200 by scripts/gpu-check.sh
+ * (docs/PERFORMANCE.md).
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
