@@ -99,8 +99,9 @@ static __always_inline void count_drop(__u32 reason)
 {
 	__u64 *c = bpf_map_lookup_elem(&drops, &reason);
 
+	/* Atomic: on a preemptible kernel two threads may share this CPU's slot. */
 	if (c)
-		*c += 1;
+		__sync_fetch_and_add(c, 1);
 }
 
 #include "args.bpf.h"
@@ -127,7 +128,7 @@ static __always_inline int emit_dlopen(__u64 pid_tgid, __u32 probe_id)
 		return 0;
 	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 	if (!ev) {
-		count_drop(CT_DROP_RINGBUF);
+		count_drop(CT_DROP_RINGBUF_PROC);
 		return 0;
 	}
 	__builtin_memset(ev, 0, sizeof(*ev));
@@ -313,7 +314,7 @@ int ct_exit(struct pt_regs *ctx)
 
 	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 	if (!ev) {
-		count_drop(CT_DROP_RINGBUF);
+		count_drop(CT_DROP_RINGBUF_RET);
 		return 0;
 	}
 	fill_hdr(&ev->hdr, CT_EV_RET, probe_id, pid_tgid, depth, ts);
@@ -330,7 +331,7 @@ static __always_inline int emit_proc(__u8 type, struct task_struct *task, __u32 
 	__u64 pid_tgid;
 
 	if (!ev) {
-		count_drop(CT_DROP_RINGBUF);
+		count_drop(CT_DROP_RINGBUF_PROC);
 		return 0;
 	}
 	__builtin_memset(ev, 0, sizeof(*ev));

@@ -7,7 +7,7 @@ FUZZ_CC   ?= clang
 FUZZ_TIME ?= 30
 TRACER_FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		     -std=gnu11 -D_GNU_SOURCE -Iinclude -Iuser
-TRACER_FUZZ := $(OUTPUT)/fuzz/fuzz_elf $(OUTPUT)/fuzz/fuzz_text
+TRACER_FUZZ := $(OUTPUT)/fuzz/fuzz_elf $(OUTPUT)/fuzz/fuzz_text $(OUTPUT)/fuzz/fuzz_replay
 ELF_SRCS  := $(wildcard user/elf/*.c)
 
 .PHONY: fuzz fuzz-run
@@ -23,6 +23,14 @@ $(OUTPUT)/fuzz/fuzz_text: tests/fuzz/fuzz_text.c $(ELF_SRCS) user/target/proc.c 
 	$(FUZZ_CC) $(TRACER_FUZZ_FLAGS) $< $(ELF_SRCS) user/target/proc.c \
 		user/python/profiles.c -lelf -lstdc++ -o $@
 
+# `replay FILE` (user/record/): the file, then the whole event path and text exporters,
+# so every user-space source but main.c.
+REPLAY_FUZZ_SRCS := $(filter-out user/main.c,$(USER_SRCS))
+$(OUTPUT)/fuzz/fuzz_replay: tests/fuzz/fuzz_replay.c $(REPLAY_FUZZ_SRCS) $(SKELS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(TRACER_FUZZ_FLAGS) -I$(OUTPUT) $(CJSON_CFLAGS) -DCT_VERSION='"fuzz"' $< \
+		$(REPLAY_FUZZ_SRCS) $(LDLIBS) -o $@
+
 # Seeds: the fixture libraries (real ELF files of every shape the resolver handles) and
 # lines of real /proc maps and profiles.
 fuzz-run: $(TRACER_FUZZ) | $(FIXTURES)
@@ -37,3 +45,6 @@ fuzz-run: $(TRACER_FUZZ) | $(FIXTURES)
 		-artifact_prefix=$(OUTPUT)/fuzz/ -print_final_stats=1 $(OUTPUT)/fuzz/corpus-elf
 	$(OUTPUT)/fuzz/fuzz_text -max_total_time=$(FUZZ_TIME) -max_len=4096 -rss_limit_mb=2048 \
 		-artifact_prefix=$(OUTPUT)/fuzz/ -print_final_stats=1 $(OUTPUT)/fuzz/corpus-text
+	@mkdir -p $(OUTPUT)/fuzz/corpus-replay
+	$(OUTPUT)/fuzz/fuzz_replay -max_total_time=$(FUZZ_TIME) -max_len=16384 -rss_limit_mb=2048 \
+		-artifact_prefix=$(OUTPUT)/fuzz/ -print_final_stats=1 $(OUTPUT)/fuzz/corpus-replay

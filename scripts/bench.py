@@ -7,6 +7,15 @@
 2. Python stack capture: MPI_Barrier from a Python call chain of depth 0 and 40 (about 10
    and 50 frames), CPython 3.11: untraced, traced without stacks, traced with stacks.
 3. A real training job: 2-rank DDP on Gloo, ns per step, untraced and traced.
+4. events: the event path. A synthetic target (tests/progs/event_rate.c, the HCCL
+   stand-in) issues calls at swept rates and flat out; received/dropped/generated, the
+   highest rate with zero drops, and that calls made = counted + dropped_calls exactly.
+5. memory: the tracer's VmRSS/VmHWM over 20 million records (BENCH_RSS_CALLS calls),
+   and over a run with Python stacks (BENCH_RSS_PY_CALLS).
+6. offline: `replay` of a --record file through the event path and each exporter
+   (records/s), and device-buffer decoding (`devprof decode`, MB/s).
+
+`scripts/bench.py [mpi|pystack|training|events|memory|offline]...`: only those.
 
 Run as root. Each configuration runs REPEAT times and the median is kept; the machine is
 noisy, so ratios of medians are what to read, not single numbers.
@@ -136,18 +145,201 @@ def bench_training():
     table("DDP training, 2 Gloo ranks (PyTorch 1.13, CPU): ns per step", rows)
 
 
+# ---------------------------------------------------------------------------------------
+# The event path: a synthetic target (tests/progs/event_rate.c, the HCCL stand-in's
+# HcclBarrier, which does nothing) issues calls at a set rate or flat out; the tracer
+# attaches by pid. Each call is two records (entry, return).
+
+EVENTS_SECONDS = float(os.environ.get("BENCH_EVENTS_SECONDS", "2"))
+RSS_CALLS = int(float(os.environ.get("BENCH_RSS_CALLS", "10e6")))
+
+
+def traced_rate(calls, threads=1, rate=0, ringbuf=8, args=(), sample=None):
+    """Run event_rate under the tracer: (the target's counts, the tracer's JSON, samples).
+
+    sample(tracer_pid, live_line) is called for each live summary line (-i 0.2) when
+    given, and its results are returned as the samples.
+    """
+    import json
+    tmp = Path(tempfile.mkdtemp(prefix="ct-bench-"))
+    go, js = tmp / "go", tmp / "trace.json"
+    target = subprocess.Popen([str(PROGS / "event_rate"), str(PROGS / "libhccl.so"),
+                               "--calls", str(calls), "--threads", str(threads),
+                               "--rate", str(rate), "--wait-file", str(go)],
+                              stdout=subprocess.PIPE, text=True)
+    tracer = None
+    try:
+        while not (tmp / "go.pid").exists():
+            if target.poll() is not None:
+                raise SystemExit("bench: event_rate failed to start")
+            time.sleep(0.02)
+        pid = (tmp / "go.pid").read_text().strip()
+        cmd = [TRACER, "-q", "--ringbuf", str(ringbuf), "-p", pid, "--json", str(js), *args]
+        if sample:
+            cmd += ["-i", "0.2"]
+        tracer = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+        samples = []
+        for line in tracer.stderr:
+            if line.startswith("attached:"):
+                go.touch()
+                if not sample:
+                    break
+            elif sample and line.startswith("commtrace: live:"):
+                samples.append(sample(tracer.pid, line))
+        out = target.communicate(timeout=600)[0]
+        if tracer.wait(timeout=120) != 0 or target.returncode != 0:
+            raise SystemExit(f"bench: event_rate or the tracer failed: {out}")
+        made = {k: float(v) for k, v in (l.split() for l in out.splitlines())}
+        return made, json.loads(js.read_text()), samples
+    finally:
+        for p in (target, tracer):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def bench_events():
+    """Sweep call rates; print received/dropped/generated; the highest zero-drop rate."""
+    untraced = median(lambda: run([str(PROGS / "event_rate"), str(PROGS / "libhccl.so"),
+                                   "--calls", "2000000"], "rate_per_s"))
+    print(f"\nEvent path: HcclBarrier (stand-in) flat out, untraced: {untraced:,.0f} calls/s")
+    print("  each call is 2 records (entry 152 B, return 56 B in the ring); "
+          f"{EVENTS_SECONDS:g} s per run, worst of {REPEAT} runs")
+    print(f"  {'ring':>5} {'threads':>7} {'asked/s':>10} {'achieved/s':>11} {'generated':>10} "
+          f"{'received':>10} {'dropped':>8} {'ret.lost':>8} {'exact':>5}")
+    sweep = [(8, 1, r) for r in (100e3, 200e3, 400e3, 0)] + [(8, 2, 0), (8, 4, 0), (1, 4, 0)]
+    best = {}
+    for ringbuf, threads, rate in sweep:
+        runs = []
+        for _ in range(REPEAT):
+            calls = int((rate or 1.5e6) * EVENTS_SECONDS)
+            made, js, _ = traced_rate(calls, threads, rate, ringbuf)
+            counted = js["total_counts"]
+            exact = counted + js["dropped_calls"] == made["traced_calls"]
+            runs.append((made["rate_per_s"], made["traced_calls"], counted, js["dropped_calls"],
+                         js["drops"]["returns_lost"], exact))
+        achieved = statistics.median(r[0] for r in runs)
+        worst = max(runs, key=lambda r: (r[3], r[4]))
+        print(f"  {ringbuf:>4}M {threads:>7} {rate or 'max':>10} {achieved:>11,.0f} "
+              f"{worst[1]:>10,.0f} {worst[2]:>10,} {worst[3]:>8,} {worst[4]:>8,} "
+              f"{'yes' if all(r[5] for r in runs) else 'NO':>5}")
+        if not any(r[3] or r[4] for r in runs):
+            best[ringbuf] = max(best.get(ringbuf, 0), min(r[0] for r in runs))
+        if not all(r[5] for r in runs):
+            print("  bench: calls made != counted + dropped_calls: drop accounting is wrong")
+    for ringbuf, r in sorted(best.items()):
+        print(f"  highest rate with zero drops in every run, --ringbuf {ringbuf}: "
+              f"{r:,.0f} calls/s ({2 * r:,.0f} records/s)")
+
+
+def bench_memory():
+    """The tracer's RSS (VmRSS, VmHWM) while a synthetic target drives millions of events."""
+    def rss(pid, line):
+        m = re.search(r"(\d+) calls", line)
+        st = Path(f"/proc/{pid}/status").read_text()
+        kb = {k: int(re.search(rf"^{k}:\s+(\d+)", st, re.M).group(1)) for k in ("VmRSS", "VmHWM")}
+        return int(m.group(1)) if m else 0, kb["VmRSS"], kb["VmHWM"]
+
+    for label, args in (("--no-stacks", ["--no-stacks"]),
+                        ("--chrome (capped at 64 MiB)", ["--chrome", "/dev/null",
+                                                         "--chrome-max-mb", "64"])):
+        made, js, samples = traced_rate(RSS_CALLS, 2, 0, 8, args, sample=rss)
+        print(f"\nTracer memory, {label}: {made['traced_calls']:,.0f} calls "
+              f"({js['events']:,} records) at {made['rate_per_s']:,.0f} calls/s, "
+              f"dropped_calls {js['dropped_calls']:,}")
+        print(f"  {'records':>12} {'VmRSS KiB':>10} {'VmHWM KiB':>10}")
+        for mark in (1e6, 2e6, 5e6, 10e6, 20e6, 50e6):
+            at = [s for s in samples if 2 * s[0] >= mark]
+            if at:
+                print(f"  {mark:>12,.0f} {at[0][1]:>10,} {at[0][2]:>10,}")
+        if samples:
+            print(f"  {'end':>12} {samples[-1][1]:>10,} {samples[-1][2]:>10,}")
+
+    # With Python stacks (tree records, symbol caches): MPI_Barrier through ctypes.
+    calls = int(float(os.environ.get("BENCH_RSS_PY_CALLS", "300e3")))
+    with tempfile.TemporaryDirectory() as tmp:
+        js = Path(tmp) / "trace.json"
+        tracer = subprocess.Popen(
+            [TRACER, "-q", "-i", "1", "--json", str(js), "--", "/usr/bin/python3.11",
+             str(WORK / "pystack_mpi.py"), "--time", "--calls", str(calls), "--depth", "10"],
+            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+        samples = [rss(tracer.pid, l) for l in tracer.stderr if l.startswith("commtrace: live:")]
+        tracer.wait()
+        import json
+        j = json.loads(js.read_text())
+    print(f"\nTracer memory, Python stacks (pystack_mpi.py, depth 10): {j['total_counts']:,} "
+          f"calls, {j['events']:,} records, dropped_calls {j['dropped_calls']:,}")
+    print(f"  {'calls':>12} {'VmRSS KiB':>10} {'VmHWM KiB':>10}")
+    for s in samples[:: max(1, len(samples) // 8)] + samples[-1:]:
+        print(f"  {s[0]:>12,} {s[1]:>10,} {s[2]:>10,}")
+
+
+def bench_offline():
+    """Replay a recorded event stream through the event path and each exporter; decode
+    device buffers. Both offline: records (or MB) per second of one CPU."""
+    calls = int(float(os.environ.get("BENCH_OFFLINE_CALLS", "1e6")))
+    with tempfile.TemporaryDirectory() as tmp:
+        rec = Path(tmp) / "rec.ctr"
+        made, js, _ = traced_rate(calls, 1, 0, 8, ["--record", str(rec)])
+        print(f"\nOffline: replay of {js['events']:,} records ({rec.stat().st_size / 1e6:.0f} MB, "
+              f"event_rate flat out, recorded with --record), median of {REPEAT}")
+        print(f"  {'exporters':<28} {'records/s':>12} {'MB/s':>8}")
+        for name, args in (("none (event path only)", []), ("--json", ["--json"]),
+                           ("--table --noise-level 2", ["--noise-level", "2", "--table"]),
+                           ("--chrome", ["--chrome"])):
+            def once():
+                out = [str(Path(tmp) / "out")] if args else []
+                r = subprocess.run([TRACER, "replay", "-q", str(rec), *args, *out],
+                                   capture_output=True, text=True, timeout=600)
+                m = re.search(r"replay: (\d+) records \(([0-9.]+) MB\) in ([0-9.]+) s.*"
+                              r"exporters: ([0-9.]+) s", r.stderr)
+                if r.returncode or not m:
+                    raise SystemExit(f"bench: replay failed: {r.stderr}")
+                return float(m.group(3)) + float(m.group(4)), float(m.group(2))
+            runs = [once() for _ in range(REPEAT)]
+            t = statistics.median(r[0] for r in runs)
+            print(f"  {name:<28} {js['events'] / t:>12,.0f} {runs[0][1] / t:>8.1f}")
+
+        # Device buffers: the generator's "basic" buffer (2 AIC + 3 AIV cores), repeated
+        # as invocations one after another up to BENCH_DEVPROF_MB.
+        one, big = Path(tmp) / "one.bin", Path(tmp) / "big.bin"
+        subprocess.run([TRACER, "devprof", "gen", "--scenario", "basic", "-o", str(one)],
+                       check=True, capture_output=True)
+        mb = float(os.environ.get("BENCH_DEVPROF_MB", "12"))
+        data = one.read_bytes()
+        # at most 4096 invocations in one file (DEVPROF_MAX_INVOCATIONS)
+        big.write_bytes(data * min(4096, max(1, int(mb * 1e6 / len(data)))))
+        size = big.stat().st_size / 1e6
+        for cmd in (["decode", str(big), "-o", str(Path(tmp) / "dev.json")],
+                    ["validate", str(big)]):
+            def once():
+                t0 = time.perf_counter()
+                subprocess.run([TRACER, "devprof", *cmd], check=True, capture_output=True)
+                return time.perf_counter() - t0
+            t = median(once)
+            print(f"  devprof {cmd[0]:<8} {size:.1f} MB ({len(data)} B per invocation): "
+                  f"{size / t:.1f} MB/s")
+
+
 def main():
     if os.geteuid() != 0:
         sys.exit("bench: needs root (BPF)")
     print(f"commtrace bench: {os.uname().nodelen if hasattr(os.uname(), 'nodelen') else ''}"
           f"{os.cpu_count()} CPUs, kernel {os.uname().release}, median of {REPEAT} runs")
-    which = sys.argv[1:] or ["mpi", "pystack", "training"]
+    which = sys.argv[1:] or ["mpi", "pystack", "training", "events", "memory", "offline"]
     if "mpi" in which:
         bench_mpi()
     if "pystack" in which:
         bench_pystack()
     if "training" in which:
         bench_training()
+    if "events" in which:
+        bench_events()
+    if "memory" in which:
+        bench_memory()
+    if "offline" in which:
+        bench_offline()
 
 
 if __name__ == "__main__":

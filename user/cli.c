@@ -29,6 +29,9 @@ static const char usage_text[] =
     "      --noise-level N      table detail: 0 collectives, 1 + ops, 2 + modules (default 0)\n"
     "      --profile FILE       more framework rules (module/op/helper frames; docs/profiles.md)\n"
     "      --no-stacks          do not walk Python stacks (collectives only, lowest cost)\n"
+    "      --ops                also trace the entry and exit of every module, op and\n"
+    "                           redistribute call the profiles name (not only those that\n"
+    "                           communicate): complete tables, JSON records, timeline\n"
     "      --chrome FILE        write a Chrome Trace / Perfetto JSON file (docs/chrome.md)\n"
     "      --chrome-max-mb N    cap its size (default 1024 MiB; 0: no cap)\n"
     "      --chrome-window S    write only the calls of the first S seconds\n"
@@ -39,6 +42,8 @@ static const char usage_text[] =
     "      --wait-libs          accept processes that map no known library yet\n"
     "                           (they are attached when one is loaded)\n"
     "      --ringbuf MB         BPF ring buffer size (default 8, a power of 2)\n"
+    "      --record FILE        also write every record to FILE, for `commtrace-bpf replay\n"
+    "                           FILE [--json F] [--chrome F] [--table F]` (docs/record.md)\n"
     "      --check              say whether BPF uprobes can be used here, and exit\n"
     "  -q, --quiet              no summary on stderr\n"
     "  -v, --verbose            more detail (-vv: libbpf debug and every event)\n"
@@ -86,6 +91,7 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 		OPT_LIB,
 		OPT_WAIT,
 		OPT_RB,
+		OPT_RECORD,
 		OPT_CHECK,
 		OPT_TABLE,
 		OPT_NOISE,
@@ -106,6 +112,7 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 	    {"lib", required_argument, NULL, OPT_LIB},
 	    {"wait-libs", no_argument, NULL, OPT_WAIT},
 	    {"ringbuf", required_argument, NULL, OPT_RB},
+	    {"record", required_argument, NULL, OPT_RECORD},
 	    {"check", no_argument, NULL, OPT_CHECK},
 	    {"table", required_argument, NULL, OPT_TABLE},
 	    {"noise-level", required_argument, NULL, OPT_NOISE},
@@ -178,6 +185,9 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 				return CT_EXIT_USAGE;
 			}
 			o->ringbuf_mb = (unsigned int)mb;
+			break;
+		case OPT_RECORD:
+			o->record_path = optarg;
 			break;
 		case OPT_CHECK:
 			o->check = true;

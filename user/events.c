@@ -8,8 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "diag/diag.h"
 #include "export/chrome.h"
 #include "pystacks.h"
+#include "record/record.h"
 #include "session.h"
 #include "target/proc.h"
 
@@ -225,6 +227,8 @@ int ct_events_handle(void *ctx, void *data, size_t len)
 
 	if (len < sizeof(*h))
 		return 0;
+	if (s->rec) /* --record: the record as the kernel wrote it */
+		ct_record_event(s->rec, data, len);
 	s->events++;
 	switch (h->type) {
 	case CT_EV_CALL: {
@@ -246,6 +250,10 @@ int ct_events_handle(void *ctx, void *data, size_t len)
 		if (len >= sizeof(struct ct_proc_event))
 			on_proc(s, data);
 		break;
+	}
+	if (++s->batch_n >= CT_EVENTS_BATCH) {
+		s->batch_n = 0;
+		return CT_EVENTS_YIELD;
 	}
 	return 0;
 }

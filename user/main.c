@@ -19,7 +19,10 @@
 #include "export/chrome.h"
 #include "export/export.h"
 #include "fuse/fuse.h"
+#include "merge/merge.h"
+#include "metrics/metrics.h"
 #include "pystacks.h"
+#include "record/record.h"
 #include "target/proc.h"
 
 static volatile sig_atomic_t stop_signal;
@@ -245,6 +248,8 @@ static int trace(struct ct_session *s)
 	const char *why;
 	char libs[256];
 	int gate = -1, err, rc = CT_EXIT_OK, nprobes;
+	bool more = false; /* the last read stopped at a full batch: records are waiting */
+	uint64_t last_diag = 0;
 
 	for (int i = 0; i < o->n_pids; i++) {
 		if (!ct_proc_alive(o->pids[i])) {
@@ -343,9 +348,17 @@ static int trace(struct ct_session *s)
 		 * Calls do not wake us one by one (bpf/commtrace.bpf.c): the timeout is the
 		 * batch period, and what is there is read whether or not a wakeup came.
 		 */
-		err = ring_buffer__poll(s->rb, 100);
-		if (err >= 0)
+		err = ring_buffer__poll(s->rb, more ? 0 : 100);
+		consumed = now_ns(CLOCK_MONOTONIC); /* --metrics: what was produced by now */
+		if (err >= 0 || err == CT_EVENTS_YIELD)
 			err = ring_buffer__consume(s->rb);
+		/*
+		 * A full batch (ct_events_handle): a producer that never lets the ring run
+		 * empty must not keep us from the deadline, the live summary and the checks.
+		 */
+		more = err == CT_EVENTS_YIELD;
+		if (more)
+			err = 0;
 		if (err < 0 && err != -EINTR) {
 			fprintf(stderr, "commtrace-bpf: polling the ring buffer: %s\n",
 				strerror(-err));
@@ -372,9 +385,12 @@ static int trace(struct ct_session *s)
 		}
 	}
 	/* What the kernel already produced belongs to the report. */
-	ring_buffer__consume(s->rb);
+	consumed = now_ns(CLOCK_MONOTONIC);
+	while (ring_buffer__consume(s->rb) == CT_EVENTS_YIELD)
+		;
 	s->end_ns = now_ns(CLOCK_MONOTONIC);
 	ct_bpf_read_drops(s);
+	ct_metrics_tick(s, consumed, true); /* the final numbers, until the endpoint stops */
 	if (stop_signal)
 		fprintf(stderr, "commtrace-bpf: stopped by signal %d, detaching\n",
 			(int)stop_signal);
@@ -403,6 +419,10 @@ int main(int argc, char **argv)
 		return devprof_cli_main(argc - 1, argv + 1);
 	if (argc > 1 && strcmp(argv[1], "fuse") == 0)
 		return fuse_cli_main(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "merge") == 0)
+		return merge_cli_main(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "replay") == 0)
+		return ct_replay_main(argc - 1, argv + 1);
 
 	rc = ct_parse_args(argc, argv, &o);
 	if (rc)
@@ -447,10 +467,43 @@ int main(int argc, char **argv)
 			fprintf(stderr, "commtrace-bpf: --chrome %s%s%s: %s\n", o.chrome_path,
 				o.device_buffer ? " --device-buffer " : "",
 				o.device_buffer ? o.device_buffer : "", strerror(-rc));
+			ct_metrics_stop(&s);
+			return CT_EXIT_FAIL;
+		}
+	}
+	{
+		struct ct_diag_opts dopt = {
+		    .hang_ns = (uint64_t)(o.hang_after * 1e9),
+		    .late_ns = (uint64_t)(o.late_after * 1e9),
+		    .serial_gap_ns = 5000000, /* 5 ms: no work between the two reductions */
+		    .min_repeats = 3,
+		    .alerts = stderr,
+		};
+
+		s.diag = ct_diag_new(&dopt); /* NULL (no memory): no diagnosis */
+	}
+	if (o.record_path) {
+		int err = ct_record_open(&s, o.record_path);
+
+		if (err) {
+			fprintf(stderr, "commtrace-bpf: --record %s: %s\n", o.record_path,
+				strerror(-err));
+			ct_metrics_stop(&s);
 			return CT_EXIT_FAIL;
 		}
 	}
 	rc = trace(&s);
+	ct_metrics_stop(&s); /* the endpoint stops with the tracer */
+	/* After trace(): the processes, the clock and the drops are final. */
+	if (s.rec) {
+		int err = ct_record_close(&s);
+
+		if (err) {
+			fprintf(stderr, "commtrace-bpf: writing %s: %s\n", o.record_path,
+				strerror(-err));
+			rc = CT_EXIT_FAIL;
+		}
+	}
 	if (s.chrome) { /* complete and valid even after Ctrl-C or a failed attach */
 		int err = ct_chrome_close(&s);
 

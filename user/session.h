@@ -41,6 +41,7 @@ struct ct_opts {
 	bool quiet;
 	int verbose;
 	unsigned int ringbuf_mb;
+	const char *record_path; /* --record FILE (user/record/), or NULL */
 	/* --chrome (user/export/chrome.c) */
 	const char *chrome_path;
 	unsigned long chrome_max_mb; /* 0: no cap */
@@ -108,9 +109,13 @@ struct ct_proc {
 };
 
 struct ct_pystate;
+struct ct_pyops;
 struct ct_chrome;
+struct ct_metrics;
+struct ct_record;
 struct ct_params;
 
+struct ct_diag;
 struct ct_session {
 	struct ct_opts *opts;
 	struct ct_pystate *py;
@@ -130,13 +135,18 @@ struct ct_session {
 	bool child_reaped;
 	int child_status;
 	uint64_t events, lost_procs, dropped_user;
-	uint32_t batch_n; /* records read since the last CT_EVENTS_YIELD */
+	/* records read since the last CT_EVENTS_YIELD */
+	uint32_t batch_n;
 	uint64_t group_size_unknown; /* calls whose size-scaled bytes were not counted */
 	uint64_t drops[CT_DROP_MAX];
 	uint64_t mono_to_wall_ns; /* add to CLOCK_MONOTONIC ns for wall-clock ns */
 	uint64_t start_ns, end_ns;
 	bool stop;
 	struct ct_chrome *chrome; /* --chrome: the streamed export, or NULL */
+	/* --record: every record is written there, or NULL */
+	struct ct_record *rec;
+	struct ct_diag *diag;	    /* cross-rank diagnosis (user/diag/diag.h), or NULL */
+	struct ct_metrics *metrics; /* --metrics: the Prometheus endpoint, or NULL */
 };
 
 /* targets.c: processes and their libraries */
@@ -175,6 +185,13 @@ void ct_bpf_close(struct ct_session *s);
 const char *ct_bpf_unavailable_reason(void);
 
 /* events.c */
+/*
+ * The ring buffer's callback. It returns CT_EVENTS_YIELD after every CT_EVENTS_BATCH
+ * records: libbpf then stops reading (that record is consumed), so that the main loop
+ * runs its checks even while the ring never runs empty.
+ */
+#define CT_EVENTS_BATCH 65536
+#define CT_EVENTS_YIELD (-EAGAIN)
 int ct_events_handle(void *ctx, void *data, size_t len);
 /* Name of a raw dtype value (enum or handle) of a library in a process, or NULL. */
 const char *ct_dtype_name(const struct ct_proc *p, const struct ct_libdesc *d, uint64_t raw);

@@ -219,6 +219,15 @@ enum ct_drop {
 	CT_DROP_DEPTH,	     /* nesting deeper than CT_MAX_DEPTH */
 	CT_DROP_UNPAIRED,    /* a return without its entry (attached mid-call) */
 	CT_DROP_READ,	     /* an argument could not be read */
+	/*
+	 * Ring buffer full at a return: the call was counted, its completion and
+	 * duration are lost. Apart from CT_DROP_RINGBUF, so that calls made = calls
+	 * counted + calls lost holds exactly.
+	 */
+	CT_DROP_RINGBUF_RET,
+	CT_DROP_RINGBUF_PROC, /* ring buffer full at a process or library-load record */
+	CT_DROP_OPS,	      /* --ops: ring buffer full at an entry or exit record */
+	CT_DROP_OPS_DEPTH,    /* --ops: more than CT_OPS_MAX_DEPTH kept calls nested on a thread */
 	CT_DROP_MAX,
 };
 

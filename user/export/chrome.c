@@ -974,9 +974,15 @@ static cJSON *u64_item(uint64_t v)
 static cJSON *build_metadata(struct ct_chrome *c, struct ct_session *s)
 {
 	static const char *const drop_names[CT_DROP_MAX] = {
-	    [CT_DROP_RINGBUF] = "ringbuf_full",	  [CT_DROP_THREADS] = "thread_table_full",
-	    [CT_DROP_DEPTH] = "nesting_too_deep", [CT_DROP_UNPAIRED] = "unpaired_returns",
+	    [CT_DROP_RINGBUF] = "ringbuf_full",
+	    [CT_DROP_THREADS] = "thread_table_full",
+	    [CT_DROP_DEPTH] = "nesting_too_deep",
+	    [CT_DROP_UNPAIRED] = "unpaired_returns",
 	    [CT_DROP_READ] = "unreadable_args",
+	    [CT_DROP_RINGBUF_RET] = "returns_lost",
+	    [CT_DROP_RINGBUF_PROC] = "process_events_lost",
+	    [CT_DROP_OPS] = "op_records_lost",
+	    [CT_DROP_OPS_DEPTH] = "ops_nesting_too_deep",
 	};
 	const struct ct_opts *o = s->opts;
 	cJSON *m = cJSON_CreateObject(), *x, *procs, *pids;

@@ -18,6 +18,8 @@ int ct_write_table(struct ct_session *s, const char *path, int noise);
 
 /* Total drops of all kinds. */
 uint64_t ct_session_drops(const struct ct_session *s);
+/* Calls lost (their entry record): calls made = calls counted + this. */
+uint64_t ct_session_dropped_calls(const struct ct_session *s);
 
 /* Open a file for writing without following a planted symlink (O_NOFOLLOW, 0644). */
 FILE *ct_open_output(const char *path, char *tmp, size_t tmplen);

@@ -9,10 +9,17 @@
 #include "pystacks.h"
 #include "python/params.h"
 
+uint64_t ct_session_dropped_calls(const struct ct_session *s)
+{
+	/* Calls made = total_counts + this, exactly (tests/integration/test_events_rate.py). */
+	return s->drops[CT_DROP_RINGBUF] + s->drops[CT_DROP_THREADS] + s->dropped_user;
+}
+
 uint64_t ct_session_drops(const struct ct_session *s)
 {
 	/* Anomalies that lose no event (unpaired returns, unreadable args) are not drops. */
-	return s->drops[CT_DROP_RINGBUF] + s->drops[CT_DROP_THREADS] + s->dropped_user;
+	return ct_session_dropped_calls(s) + s->drops[CT_DROP_RINGBUF_RET] +
+	       s->drops[CT_DROP_RINGBUF_PROC] + s->drops[CT_DROP_OPS];
 }
 
 static cJSON *num(double v)
@@ -57,6 +64,11 @@ static cJSON *record(const struct ct_tree *t, const struct ct_node *n, int depth
 {
 	cJSON *o = cJSON_CreateObject(), *kids = cJSON_CreateArray();
 
+	if (n->type != CT_NODE_COLLECTIVE && n->ts) { /* --ops: seen entering and leaving */
+		cJSON_AddItemToObject(o, "ts_ns", u64(n->ts));
+		cJSON_AddItemToObject(o, "duration_ns", u64(n->duration));
+		cJSON_AddItemToObject(o, "tid", num(n->tid));
+	}
 	switch (n->type) {
 	case CT_NODE_MODULE:
 		cJSON_AddStringToObject(o, "type", "module");
@@ -250,9 +262,15 @@ static cJSON *proc_obj(struct ct_proc *p, bool sharding, cJSON *all_counts, uint
 int ct_export_json(struct ct_session *s, const char *path)
 {
 	static const char *const drop_names[CT_DROP_MAX] = {
-	    [CT_DROP_RINGBUF] = "ringbuf_full",	  [CT_DROP_THREADS] = "thread_table_full",
-	    [CT_DROP_DEPTH] = "nesting_too_deep", [CT_DROP_UNPAIRED] = "unpaired_returns",
+	    [CT_DROP_RINGBUF] = "ringbuf_full",
+	    [CT_DROP_THREADS] = "thread_table_full",
+	    [CT_DROP_DEPTH] = "nesting_too_deep",
+	    [CT_DROP_UNPAIRED] = "unpaired_returns",
 	    [CT_DROP_READ] = "unreadable_args",
+	    [CT_DROP_RINGBUF_RET] = "returns_lost",
+	    [CT_DROP_RINGBUF_PROC] = "process_events_lost",
+	    [CT_DROP_OPS] = "op_records_lost",
+	    [CT_DROP_OPS_DEPTH] = "ops_nesting_too_deep",
 	};
 	cJSON *root = cJSON_CreateObject(), *counts = cJSON_CreateObject();
 	cJSON *procs = cJSON_CreateArray(), *drops = cJSON_CreateObject(), *clock;
@@ -269,6 +287,7 @@ int ct_export_json(struct ct_session *s, const char *path)
 				     proc_obj(s->procs[i], s->opts->sharding, counts, &total));
 	cJSON_AddItemToObject(root, "total_counts", num((double)total));
 	cJSON_AddItemToObject(root, "dropped_events", num((double)ct_session_drops(s)));
+	cJSON_AddItemToObject(root, "dropped_calls", u64(ct_session_dropped_calls(s)));
 	for (int k = 0; k < CT_DROP_MAX; k++)
 		cJSON_AddItemToObject(drops, drop_names[k], num((double)s->drops[k]));
 	cJSON_AddItemToObject(drops, "user_space", num((double)s->dropped_user));

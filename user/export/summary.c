@@ -72,11 +72,18 @@ void ct_export_summary(struct ct_session *s, FILE *out, bool final)
 	}
 	if (ct_session_drops(s) || s->drops[CT_DROP_UNPAIRED] || s->drops[CT_DROP_DEPTH])
 		fprintf(out,
-			"commtrace: drops: ring buffer full %llu, thread table full %llu, user "
-			"space %llu; unpaired returns %llu, nesting too deep %llu\n",
+			"commtrace: drops: ring buffer full %llu (returns %llu, process events "
+			"%llu), thread table full %llu, user space %llu; unpaired returns %llu, "
+			"nesting too deep %llu\n",
 			(unsigned long long)s->drops[CT_DROP_RINGBUF],
+			(unsigned long long)s->drops[CT_DROP_RINGBUF_RET],
+			(unsigned long long)s->drops[CT_DROP_RINGBUF_PROC],
 			(unsigned long long)s->drops[CT_DROP_THREADS],
 			(unsigned long long)s->dropped_user,
 			(unsigned long long)s->drops[CT_DROP_UNPAIRED],
 			(unsigned long long)s->drops[CT_DROP_DEPTH]);
+	if (s->drops[CT_DROP_OPS] || s->drops[CT_DROP_OPS_DEPTH])
+		fprintf(out, "commtrace: --ops: records lost %llu, calls nested too deep %llu\n",
+			(unsigned long long)s->drops[CT_DROP_OPS],
+			(unsigned long long)s->drops[CT_DROP_OPS_DEPTH]);
 }

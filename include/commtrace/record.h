@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The --record file (docs/record.md): the ring buffer's records as the kernel wrote
+ * them, framed, after a small versioned header; `commtrace-bpf replay FILE` feeds them
+ * through the same user/events.c path and exporters. Little-endian, the host's
+ * layout of include/commtrace/abi.h: a file is replayed by a build with the same
+ * function catalog (checked: catalog_hash) and the same record ABI (checked:
+ * call_event_size, py_max_frames).
+ *
+ *   struct ct_rec_header
+ *   frames until the end of the file: struct ct_rec_frame, then `len` bytes
+ *     CT_REC_EVENT  one ring-buffer record (struct ct_call_event, ct_ret_event or
+ *                   ct_proc_event), len <= CT_REC_MAX_EVENT
+ *     CT_REC_PROC   struct ct_rec_proc: one traced process, written at the end
+ *     CT_REC_END    struct ct_rec_end: the clock and the drop counters, written last
+ *
+ * A file cut short (the tracer killed) replays up to its last whole frame; without
+ * CT_REC_END, its clock and drop counters are 0.
+ */
+#ifndef COMMTRACE_RECORD_H
+#define COMMTRACE_RECORD_H
+
+#include <linux/types.h>
+
+#define CT_REC_MAGIC	 "CTRECORD"
+#define CT_REC_VERSION	 1
+#define CT_REC_MAX_EVENT 8192 /* >= sizeof(struct ct_call_event) */
+#define CT_REC_MAX_DROPS 16   /* >= CT_DROP_MAX */
+
+struct ct_rec_header {
+	char magic[8]; /* CT_REC_MAGIC, no NUL */
+	__u32 version; /* CT_REC_VERSION */
+	__u32 header_size;
+	__u32 catalog_hash; /* FNV-1a over the catalog's library and function names, in order */
+	__u32 n_probes;	    /* functions in the catalog: probe ids are below this */
+	__u32 call_event_size;
+	__u32 py_max_frames;
+};
+
+enum ct_rec_type {
+	CT_REC_EVENT = 1,
+	CT_REC_PROC,
+	CT_REC_END,
+};
+
+struct ct_rec_frame {
+	__u32 type; /* enum ct_rec_type */
+	__u32 len;  /* bytes that follow */
+};
+
+struct ct_rec_proc {
+	__s32 pid, rank, world, exited, exit_code, pad;
+	char comm[16];
+};
+
+struct ct_rec_end {
+	__u64 mono_to_wall_ns, start_ns, end_ns;
+	__u64 lost_procs, dropped_user;
+	__u32 n_drops, pad;
+	__u64 drops[CT_REC_MAX_DROPS];
+};
+
+#endif /* COMMTRACE_RECORD_H */

@@ -1,0 +1,440 @@
+// SPDX-License-Identifier: MIT
+/*
+ * --record FILE: the ring buffer's records, framed, as they arrive; `replay FILE`
+ * feeds them back through ct_events_handle and the exporters, with no BPF and no
+ * target. The format is in include/commtrace/record.h, the limits in docs/record.md.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "cli.h"
+#include "commtrace/record.h"
+#include "export/chrome.h"
+#include "export/export.h"
+#include "record/record.h"
+
+_Static_assert(CT_DROP_MAX <= CT_REC_MAX_DROPS, "ct_rec_end holds every drop counter");
+_Static_assert(sizeof(struct ct_call_event) <= CT_REC_MAX_EVENT, "CT_REC_MAX_EVENT");
+_Static_assert(sizeof(struct ct_rec_header) == 32, "ct_rec_header layout");
+_Static_assert(sizeof(struct ct_rec_proc) == 40, "ct_rec_proc layout");
+_Static_assert(sizeof(struct ct_rec_end) == 48 + 8 * CT_REC_MAX_DROPS, "ct_rec_end layout");
+
+struct ct_record {
+	FILE *f;
+	char *buf;
+	int err; /* the first write error, -errno */
+};
+
+uint32_t ct_catalog_hash(void)
+{
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < ct_n_libs; i++) {
+		const struct ct_libdesc *d = ct_libs[i];
+
+		for (size_t k = 0; k <= d->n_funcs; k++) {
+			const char *name = k ? d->funcs[k - 1].name : d->name;
+
+			/* the terminating NUL too: "ab","c" differs from "a","bc" */
+			do {
+				h ^= (unsigned char)*name;
+				h *= 16777619u;
+			} while (*name++);
+		}
+	}
+	return h;
+}
+
+static void put(struct ct_record *r, uint32_t type, const void *data, size_t len)
+{
+	struct ct_rec_frame fr = {.type = type, .len = (uint32_t)len};
+
+	if (r->err)
+		return;
+	if (fwrite(&fr, sizeof(fr), 1, r->f) != 1 || (len && fwrite(data, len, 1, r->f) != 1))
+		r->err = errno ? -errno : -EIO;
+}
+
+int ct_record_open(struct ct_session *s, const char *path)
+{
+	struct ct_rec_header h = {
+	    .version = CT_REC_VERSION,
+	    .header_size = sizeof(h),
+	    .catalog_hash = ct_catalog_hash(),
+	    .n_probes = (uint32_t)ct_catalog_size(),
+	    .call_event_size = sizeof(struct ct_call_event),
+	    .py_max_frames = CT_PY_MAX_FRAMES,
+	};
+	struct ct_record *r = calloc(1, sizeof(*r));
+	int err;
+
+	if (!r)
+		return -ENOMEM;
+	memcpy(h.magic, CT_REC_MAGIC, sizeof(h.magic));
+	r->f = fopen(path, "we");
+	r->buf = malloc(1 << 20);
+	if (!r->f || !r->buf) {
+		err = r->f ? -ENOMEM : -errno;
+		if (r->f)
+			fclose(r->f);
+		free(r->buf);
+		free(r);
+		return err;
+	}
+	setvbuf(r->f, r->buf, _IOFBF, 1 << 20);
+	if (fwrite(&h, sizeof(h), 1, r->f) != 1)
+		r->err = -EIO;
+	s->rec = r;
+	return 0;
+}
+
+void ct_record_event(struct ct_record *r, const void *data, size_t len)
+{
+	if (len <= CT_REC_MAX_EVENT)
+		put(r, CT_REC_EVENT, data, len);
+}
+
+int ct_record_close(struct ct_session *s)
+{
+	struct ct_record *r = s->rec;
+	struct ct_rec_end end = {
+	    .mono_to_wall_ns = s->mono_to_wall_ns,
+	    .start_ns = s->start_ns,
+	    .end_ns = s->end_ns,
+	    .lost_procs = s->lost_procs,
+	    .dropped_user = s->dropped_user,
+	    .n_drops = CT_DROP_MAX,
+	};
+	int err;
+
+	if (!r)
+		return 0;
+	for (int i = 0; i < s->n_procs; i++) {
+		const struct ct_proc *p = s->procs[i];
+		struct ct_rec_proc rp = {.pid = p->pid,
+					 .rank = p->rank,
+					 .world = p->world,
+					 .exited = p->exited,
+					 .exit_code = p->exit_code};
+
+		memcpy(rp.comm, p->comm, sizeof(rp.comm));
+		put(r, CT_REC_PROC, &rp, sizeof(rp));
+	}
+	memcpy(end.drops, s->drops, sizeof(s->drops));
+	put(r, CT_REC_END, &end, sizeof(end));
+	err = r->err;
+	if (fclose(r->f) && !err)
+		err = -errno;
+	free(r->buf);
+	free(r);
+	s->rec = NULL;
+	return err;
+}
+
+/* A process of the recording: created without looking at any live process of that pid. */
+static struct ct_proc *replay_proc(struct ct_session *s, pid_t pid)
+{
+	struct ct_proc *p = ct_proc_find(s, pid);
+
+	if (p || pid <= 0)
+		return p;
+	p = ct_proc_add(s, pid);
+	if (p) {
+		p->rank = -1;
+		p->world = 0;
+		memset(p->comm, 0, sizeof(p->comm));
+		p->attached = true;
+	}
+	return p;
+}
+
+/* 1: a frame (its payload in buf, or skipped when buf is NULL), 0: end, -1: cut short. */
+static int next_frame(FILE *f, struct ct_rec_frame *fr, void *buf, size_t cap)
+{
+	if (fread(fr, sizeof(*fr), 1, f) != 1)
+		return feof(f) && !ferror(f) ? 0 : -1;
+	if (fr->len > CT_REC_MAX_EVENT)
+		return -1;
+	if (buf && fr->len <= cap)
+		return fr->len == 0 || fread(buf, fr->len, 1, f) == 1 ? 1 : -1;
+	return fseek(f, fr->len, SEEK_CUR) == 0 ? 1 : -1;
+}
+
+static void replay_proc_event(struct ct_session *s, const struct ct_proc_event *ev)
+{
+	struct ct_proc *p = ct_proc_find(s, ev->hdr.pid);
+
+	/* No attaching, no /proc: the processes of a recording are long gone. */
+	switch (ev->hdr.type) {
+	case CT_EV_FORK:
+		replay_proc(s, ev->child);
+		break;
+	case CT_EV_EXEC:
+		if (p) {
+			memcpy(p->comm, ev->comm, sizeof(p->comm) - 1);
+			ct_str_sanitize(p->comm);
+		}
+		break;
+	case CT_EV_EXIT:
+		if (p && !p->exited) {
+			p->exited = true;
+			p->exit_code = ev->exit_code;
+		}
+		break;
+	}
+}
+
+int ct_replay_file(struct ct_session *s, FILE *f, struct ct_replay_stats *st, char *err,
+		   size_t errlen)
+{
+	union {
+		struct ct_call_event call;
+		struct ct_proc_event proc;
+		char raw[CT_REC_MAX_EVENT];
+	} * buf;
+	struct ct_rec_header h;
+	struct ct_rec_frame fr;
+	struct ct_rec_end end = {0};
+	bool have_end = false;
+	long start;
+	int rc;
+
+	memset(st, 0, sizeof(*st));
+	if (fread(&h, sizeof(h), 1, f) != 1 || memcmp(h.magic, CT_REC_MAGIC, sizeof(h.magic))) {
+		snprintf(err, errlen, "not a commtrace recording");
+		return -EINVAL;
+	}
+	if (h.version != CT_REC_VERSION || h.header_size != sizeof(h)) {
+		snprintf(err, errlen, "recording format version %u, this build reads %d", h.version,
+			 CT_REC_VERSION);
+		return -EINVAL;
+	}
+	if (h.catalog_hash != ct_catalog_hash() || h.n_probes != ct_catalog_size() ||
+	    h.call_event_size != sizeof(struct ct_call_event) ||
+	    h.py_max_frames != CT_PY_MAX_FRAMES) {
+		snprintf(err, errlen,
+			 "recorded by a build with another function catalog or record layout "
+			 "(%u functions, hash %08x; this build: %zu, %08x)",
+			 h.n_probes, h.catalog_hash, ct_catalog_size(), ct_catalog_hash());
+		return -EINVAL;
+	}
+	buf = malloc(sizeof(*buf));
+	if (!buf)
+		return -ENOMEM;
+	start = ftell(f);
+
+	/* Pass 1: the processes (listed at the end, seen in records) and the clock. */
+	while ((rc = next_frame(f, &fr, NULL, 0)) == 1) {
+		if (fr.type == CT_REC_EVENT) {
+			struct ct_hdr hdr;
+
+			if (fr.len < sizeof(hdr))
+				continue;
+			if (fseek(f, -(long)fr.len, SEEK_CUR) ||
+			    fread(&hdr, sizeof(hdr), 1, f) != 1 ||
+			    fseek(f, (long)(fr.len - sizeof(hdr)), SEEK_CUR)) {
+				rc = -1;
+				break;
+			}
+			replay_proc(s, hdr.pid);
+		} else if (fr.type == CT_REC_PROC || fr.type == CT_REC_END) {
+			size_t need =
+			    fr.type == CT_REC_PROC ? sizeof(struct ct_rec_proc) : sizeof(end);
+
+			if (fr.len != need || fseek(f, -(long)fr.len, SEEK_CUR) ||
+			    fread(buf->raw, need, 1, f) != 1) {
+				rc = -1;
+				break;
+			}
+			if (fr.type == CT_REC_END) {
+				memcpy(&end, buf->raw, sizeof(end));
+				have_end = true;
+			} else {
+				struct ct_rec_proc rp;
+				struct ct_proc *p;
+
+				memcpy(&rp, buf->raw, sizeof(rp));
+				p = replay_proc(s, rp.pid);
+				if (p) {
+					p->rank = rp.rank;
+					p->world = rp.world;
+					memcpy(p->comm, rp.comm, sizeof(p->comm) - 1);
+					p->comm[sizeof(p->comm) - 1] = 0;
+					ct_str_sanitize(p->comm);
+				}
+			}
+		}
+	}
+	st->truncated = rc < 0;
+	if (have_end) {
+		s->mono_to_wall_ns = end.mono_to_wall_ns;
+		s->start_ns = end.start_ns;
+		s->end_ns = end.end_ns;
+		s->lost_procs = end.lost_procs;
+		s->dropped_user = end.dropped_user;
+		for (uint32_t k = 0; k < end.n_drops && k < CT_DROP_MAX; k++)
+			s->drops[k] = end.drops[k];
+	}
+
+	/* Pass 2: the records, in order, through the live path. */
+	if (fseek(f, start, SEEK_SET)) {
+		free(buf);
+		return -errno;
+	}
+	while ((rc = next_frame(f, &fr, buf->raw, sizeof(buf->raw))) == 1) {
+		const struct ct_hdr *hdr = (const struct ct_hdr *)buf->raw;
+
+		if (fr.type != CT_REC_EVENT) {
+			st->bad += fr.type != CT_REC_PROC && fr.type != CT_REC_END;
+			continue;
+		}
+		st->records++;
+		st->bytes += fr.len;
+		if (fr.len < sizeof(*hdr)) {
+			s->events++;
+			continue;
+		}
+		switch (hdr->type) {
+		case CT_EV_CALL:
+			/* A stack is resolved by reading the live process: not here. */
+			if (fr.len >= CT_CALL_EVENT_SIZE(0) && buf->call.py.nframes) {
+				st->stacks_skipped++;
+				buf->call.py.nframes = 0;
+				buf->call.py.flags = 0;
+			}
+			ct_events_handle(s, buf->raw, fr.len);
+			break;
+		case CT_EV_EXEC:
+		case CT_EV_FORK:
+		case CT_EV_EXIT:
+		case CT_EV_DLOPEN:
+			s->events++;
+			if (fr.len >= sizeof(struct ct_proc_event))
+				replay_proc_event(s, &buf->proc);
+			break;
+		default:
+			ct_events_handle(s, buf->raw, fr.len);
+		}
+	}
+	/* fseek() past the end succeeds: pass 2, which reads, finds a cut. */
+	st->truncated |= rc < 0;
+	free(buf);
+	return 0;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+static const char replay_usage[] =
+    "Usage: commtrace-bpf replay FILE [--json F] [--chrome F] [--table F] [--noise-level N] "
+    "[-q]\n"
+    "Feed a --record FILE through the event path and the exporters, as if traced now.\n"
+    "Python stacks are not replayed (they are read from the live process): counted.\n"
+    "Prints the records per second on stderr.\n";
+
+int ct_replay_main(int argc, char **argv)
+{
+	enum { OPT_JSON = 256, OPT_CHROME, OPT_TABLE, OPT_NOISE };
+	static const struct option longopts[] = {
+	    {"json", required_argument, NULL, OPT_JSON},
+	    {"chrome", required_argument, NULL, OPT_CHROME},
+	    {"table", required_argument, NULL, OPT_TABLE},
+	    {"noise-level", required_argument, NULL, OPT_NOISE},
+	    {"quiet", no_argument, NULL, 'q'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
+	};
+	struct ct_opts o = {0};
+	struct ct_session s = {.opts = &o};
+	struct ct_replay_stats st;
+	char err[512];
+	uint64_t t0, t1;
+	int c, rc = CT_EXIT_OK, e;
+	FILE *f;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_JSON:
+			o.json_path = optarg;
+			break;
+		case OPT_CHROME:
+			o.chrome_path = optarg;
+			break;
+		case OPT_TABLE:
+			o.table_path = optarg;
+			break;
+		case OPT_NOISE:
+			if (strlen(optarg) != 1 || optarg[0] < '0' || optarg[0] > '2') {
+				fprintf(stderr, "commtrace-bpf replay: --noise-level 0, 1 or 2\n");
+				return CT_EXIT_USAGE;
+			}
+			o.noise_level = optarg[0] - '0';
+			break;
+		case 'q':
+			o.quiet = true;
+			break;
+		case 'h':
+			fputs(replay_usage, stdout);
+			return 0;
+		default:
+			fputs(replay_usage, stderr);
+			return CT_EXIT_USAGE;
+		}
+	}
+	if (optind != argc - 1) {
+		fputs(replay_usage, stderr);
+		return CT_EXIT_USAGE;
+	}
+	f = fopen(argv[optind], "re");
+	if (!f) {
+		fprintf(stderr, "commtrace-bpf replay: %s: %s\n", argv[optind], strerror(errno));
+		return CT_EXIT_FAIL;
+	}
+	if (o.chrome_path) {
+		struct ct_chrome_opts co = {.path = o.chrome_path, .max_bytes = 1024ULL << 20};
+
+		e = ct_chrome_open(&s, &co);
+		if (e) {
+			fprintf(stderr, "commtrace-bpf replay: --chrome %s: %s\n", o.chrome_path,
+				strerror(-e));
+			fclose(f);
+			return CT_EXIT_FAIL;
+		}
+	}
+	t0 = mono_ns();
+	e = ct_replay_file(&s, f, &st, err, sizeof(err));
+	fclose(f);
+	if (e) {
+		fprintf(stderr, "commtrace-bpf replay: %s: %s\n", argv[optind],
+			e == -EINVAL ? err : strerror(-e));
+		rc = e == -EINVAL ? CT_EXIT_USAGE : CT_EXIT_FAIL;
+	}
+	t1 = mono_ns();
+	if (s.chrome && ct_chrome_close(&s))
+		rc = CT_EXIT_FAIL;
+	if (!rc && !o.quiet)
+		ct_export_summary(&s, stderr, true);
+	if (!rc && o.table_path && ct_write_table(&s, o.table_path, o.noise_level))
+		rc = CT_EXIT_FAIL;
+	if (!rc && o.json_path && ct_export_json(&s, o.json_path))
+		rc = CT_EXIT_FAIL;
+	if (!rc)
+		fprintf(stderr,
+			"replay: %llu records (%.1f MB) in %.3f s: %.0f records/s, %.1f MB/s "
+			"(event path; exporters: %.3f s); python stacks not replayed: %llu%s\n",
+			(unsigned long long)st.records, st.bytes / 1e6, (t1 - t0) / 1e9,
+			st.records / ((t1 - t0 + 1) / 1e9), st.bytes / 1e6 / ((t1 - t0 + 1) / 1e9),
+			(mono_ns() - t1) / 1e9, (unsigned long long)st.stacks_skipped,
+			st.truncated ? "; the file is cut short" : "");
+	ct_session_free(&s);
+	ct_intern_free();
+	return rc;
+}
