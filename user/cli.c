@@ -36,7 +36,15 @@ static const char usage_text[] =
     "      --chrome-max-mb N    cap its size (default 1024 MiB; 0: no cap)\n"
     "      --chrome-window S    write only the calls of the first S seconds\n"
     "      --device-buffer FILE add a device profile buffer (devprof) to the Chrome trace\n"
+    "      --hang-after S       alert on stderr when a rank is blocked in a collective for S\n"
+    "                           seconds while others moved on or never came (default 30;\n"
+    "                           0: no alerts; README \"Diagnosis\")\n"
+    "      --late-after S       name the last rank of a collective whose arrival skew is at\n"
+    "                           least S seconds (default 0.25)\n"
     "      --sharding           list the root module's parameters (dtype, shape, placements)\n"
+    "      --metrics [ADDR:]PORT serve Prometheus metrics over HTTP while tracing\n"
+    "                           (PORT: on 127.0.0.1; 0.0.0.0:PORT: every interface;\n"
+    "                           port 0: any free one, printed; docs/metrics.md)\n"
     "      --dry-run            resolve and print the probes that would be attached\n"
     "      --lib PATH           with --dry-run: resolve this library file\n"
     "      --wait-libs          accept processes that map no known library yet\n"
@@ -60,6 +68,9 @@ static const char usage_text[] =
     "  sudo commtrace-bpf -p 4242 --table - --noise-level 2   # who caused each collective\n"
     "  sudo commtrace-bpf --dry-run -p 4242           # what would be probed\n"
     "  sudo commtrace-bpf -p 4242,4243 --chrome comm.trace.json   # open in ui.perfetto.dev\n"
+    "  sudo commtrace-bpf -p 4242,4243 --hang-after 10 --json d.json   # late ranks, hangs\n"
+    "  sudo commtrace-bpf -p 4242,4243 --metrics 9464  # scrape http://127.0.0.1:9464/metrics\n"
+    "  commtrace-bpf merge --json all.json node0.json node1.json   # one report per job\n"
     "  commtrace-bpf --dry-run --lib /usr/lib/x86_64-linux-gnu/libnccl.so.2\n";
 
 void ct_usage(FILE *out)
@@ -101,7 +112,10 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 		OPT_CHROME,
 		OPT_CHROME_MB,
 		OPT_CHROME_WIN,
-		OPT_DEVBUF
+		OPT_DEVBUF,
+		OPT_HANG_AFTER,
+		OPT_LATE_AFTER,
+		OPT_METRICS
 	};
 	static const struct option longopts[] = {
 	    {"pid", required_argument, NULL, 'p'},
@@ -122,6 +136,9 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 	    {"chrome-max-mb", required_argument, NULL, OPT_CHROME_MB},
 	    {"chrome-window", required_argument, NULL, OPT_CHROME_WIN},
 	    {"device-buffer", required_argument, NULL, OPT_DEVBUF},
+	    {"hang-after", required_argument, NULL, OPT_HANG_AFTER},
+	    {"late-after", required_argument, NULL, OPT_LATE_AFTER},
+	    {"metrics", required_argument, NULL, OPT_METRICS},
 	    {"sharding", no_argument, NULL, OPT_SHARDING},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"verbose", no_argument, NULL, 'v'},
@@ -136,6 +153,8 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->ringbuf_mb = 8;
 	o->chrome_max_mb = 1024;
+	o->hang_after = 30;
+	o->late_after = 0.25;
 	/* "+": stop at the first non-option, so that a launched command keeps its own flags. */
 	while ((c = getopt_long(argc, argv, "+p:d:i:qvVh", longopts, NULL)) != -1) {
 		switch (c) {
@@ -234,6 +253,19 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 			if (parse_seconds("--chrome-window", optarg, &o->chrome_window))
 				return CT_EXIT_USAGE;
 			break;
+		case OPT_HANG_AFTER:
+		case OPT_LATE_AFTER: {
+			double *v = c == OPT_HANG_AFTER ? &o->hang_after : &o->late_after;
+
+			/* --hang-after 0 turns the alerts off. */
+			if (!(c == OPT_HANG_AFTER && !strcmp(optarg, "0")) &&
+			    parse_seconds(c == OPT_HANG_AFTER ? "--hang-after" : "--late-after",
+					  optarg, v))
+				return CT_EXIT_USAGE;
+			if (c == OPT_HANG_AFTER && !strcmp(optarg, "0"))
+				*v = 0;
+			break;
+		}
 		case OPT_DEVBUF:
 			o->device_buffer = optarg;
 			break;

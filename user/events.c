@@ -79,6 +79,36 @@ static int pending_slot(struct ct_proc *p, pid_t tid, bool add)
 	return free_slot >= 0 ? free_slot : (int)(tid % CT_TREE_MAX_THREADS);
 }
 
+/* The diagnosis' view of a call (user/diag/diag.h); node: its tree node (stack), or NULL. */
+static void diag_call(struct ct_session *s, const struct ct_proc *p, const struct ct_call_event *ev,
+		      const struct ct_func *fn, const struct ct_libdesc *d, uint64_t bytes,
+		      const char *dtype, const struct ct_node *node)
+{
+	struct ct_diag_call c = {
+	    .pid = ev->hdr.pid,
+	    .tid = ev->hdr.tid,
+	    .rank = p->rank,
+	    .lib = d->lib,
+	    .kind = fn->kind,
+	    .depth = ev->hdr.depth,
+	    .function = fn->name,
+	    .comm = ev->val[CT_V_COMM],
+	    .comm_size = (int32_t)ev->val[CT_V_COMM_SIZE],
+	    .comm_rank = (int32_t)ev->val[CT_V_COMM_RANK],
+	    .has_count = fn->sent.on && fn->sent.count == CT_V_COUNT,
+	    .count = ev->val[CT_V_COUNT],
+	    .dtype = dtype,
+	    .bytes = bytes,
+	    .ts = ev->hdr.ts,
+	};
+
+	if (node) {
+		c.stack = node->stack;
+		c.nstack = node->nstack;
+	}
+	ct_diag_call(s->diag, &c);
+}
+
 static void on_call(struct ct_session *s, const struct ct_call_event *ev)
 {
 	const struct ct_libdesc *d;
@@ -86,6 +116,7 @@ static void on_call(struct ct_session *s, const struct ct_call_event *ev)
 	struct ct_proc *p = ct_proc_find(s, ev->hdr.pid);
 	uint64_t sent, recv;
 	const char *dtype = NULL;
+	const struct ct_node *diag_node = NULL;
 	struct ct_fstats *st;
 
 	if (!fn || !p)
@@ -112,6 +143,9 @@ static void on_call(struct ct_session *s, const struct ct_call_event *ev)
 	}
 	if (ev->hdr.depth == 0 && ev->py.nframes) {
 		int32_t node = ct_py_on_call(s, p, ev, fn, dtype, sent > recv ? sent : recv);
+
+		if (s->diag && node >= 0 && node < p->tree.n)
+			diag_node = &p->tree.nodes[node];
 		int slot = pending_slot(p, ev->hdr.tid, node >= 0);
 
 		if (slot >= 0) {
@@ -126,6 +160,8 @@ static void on_call(struct ct_session *s, const struct ct_call_event *ev)
 		name[CT_TASK_COMM_LEN] = 0;
 		ct_proc_set_thread_name(p, ev->hdr.tid, name);
 	}
+	if (s->diag)
+		diag_call(s, p, ev, fn, d, sent > recv ? sent : recv, dtype, diag_node);
 	if (s->chrome) /* --chrome: after the tree, whose node the slice names */
 		ct_chrome_call(s, p, ev, fn, d, sent, recv, dtype);
 	if (ct_verbose >= 2)
@@ -161,6 +197,7 @@ static void on_ret(struct ct_session *s, const struct ct_ret_event *ev)
 			p->pending[slot].tid = 0;
 		}
 	}
+	ct_diag_ret(s->diag, ev->hdr.pid, ev->hdr.tid, ev->hdr.depth, ev->hdr.ts);
 	if (s->chrome)
 		ct_chrome_ret(s, p, ev);
 }
@@ -214,6 +251,7 @@ static void on_proc(struct ct_session *s, const struct ct_proc_event *ev)
 			return;
 		p->exited = true;
 		p->exit_code = ev->exit_code;
+		ct_diag_proc_exit(s->diag, p->pid);
 		ct_proc_detach(s, p);
 		ct_info("commtrace: pid %u exited\n", p->pid);
 		break;

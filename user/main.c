@@ -16,6 +16,7 @@
 #include <bpf/libbpf.h>
 #include "cli.h"
 #include "devprof/devprof_cli.h"
+#include "diag/diag.h"
 #include "export/chrome.h"
 #include "export/export.h"
 #include "fuse/fuse.h"
@@ -236,6 +237,7 @@ static void check_liveness(struct ct_session *s)
 		/* The exit tracepoint says so first; this catches an event lost to a full ring. */
 		if (!p->exited && !ct_proc_alive(p->pid)) {
 			p->exited = true;
+			ct_diag_proc_exit(s->diag, p->pid);
 			ct_proc_detach(s, p);
 		}
 	}
@@ -366,8 +368,13 @@ static int trace(struct ct_session *s)
 			break;
 		}
 		now = now_ns(CLOCK_MONOTONIC);
+		ct_metrics_tick(s, consumed, false);
 		if (deadline && now >= deadline)
 			break;
+		if (s->diag && now - last_diag >= 250000000ULL) {
+			last_diag = now; /* hang alerts (README "Diagnosis") */
+			ct_diag_check(s->diag, now);
+		}
 		if (next_live && now >= next_live) {
 			ct_bpf_read_drops(s);
 			ct_export_summary(s, stderr, false);
@@ -516,6 +523,8 @@ int main(int argc, char **argv)
 	if (s.skel && (rc == CT_EXIT_OK || s.n_procs)) {
 		if (!o.quiet)
 			ct_export_summary(&s, stderr, true);
+		if (!o.quiet && s.diag)
+			ct_diag_print(s.diag, stderr);
 		if (o.table_path) {
 			int err = ct_write_table(&s, o.table_path, o.noise_level);
 
@@ -536,6 +545,7 @@ int main(int argc, char **argv)
 		}
 	}
 	ct_session_free(&s);
+	ct_diag_free(s.diag);
 	ct_py_free(&s);
 	ct_bpf_close(&s);
 	ct_intern_free();

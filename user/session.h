@@ -47,6 +47,10 @@ struct ct_opts {
 	unsigned long chrome_max_mb; /* 0: no cap */
 	double chrome_window;	     /* seconds after attach; 0: the whole session */
 	const char *device_buffer;
+	/* diagnosis (user/diag/diag.c) */
+	double hang_after;	  /* seconds blocked in a collective before a hang alert; 0: none */
+	double late_after;	  /* arrival skew (seconds) from which the last rank is named */
+	const char *metrics_addr; /* --metrics [ADDR:]PORT (user/metrics/), or NULL */
 };
 
 /* One resolved library file, shared by every process that maps it. */

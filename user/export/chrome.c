@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <cJSON.h>
 #include "devprof/devprof.h"
+#include "diag/diag.h"
 #include "export/chrome.h"
 #include "export/export.h"
 #include "session.h"
@@ -1099,6 +1100,35 @@ int ct_chrome_open(struct ct_session *s, const struct ct_chrome_opts *o)
 	return 0;
 }
 
+/* Diagnosis findings (user/diag/diag.h) as instant events on the rank's track. */
+static void emit_findings(struct ct_chrome *c, struct ct_session *s)
+{
+	const struct ct_diag_finding *f;
+	int n = s->diag ? ct_diag_findings(s->diag, &f) : 0;
+
+	for (int i = 0; i < n; i++) {
+		cJSON *ev = ct_diag_evidence(&f[i]);
+		char *args = ev ? cJSON_PrintUnformatted(ev) : NULL;
+		uint64_t ts = f[i].ts ? f[i].ts : s->end_ns;
+
+		cJSON_Delete(ev);
+		ct_sbuf_reset(&c->b);
+		ct_sbuf_printf(&c->b, "{\"ph\":\"i\",\"cat\":\"diagnosis\",\"name\":\"%s\",",
+			       ct_diag_kind_name(f[i].kind));
+		/* A finding without a thread is drawn across its process. */
+		ct_sbuf_printf(&c->b,
+			       "\"s\":\"%s\",\"pid\":%u,\"tid\":%u,\"ts\":", f[i].tid ? "t" : "p",
+			       f[i].pid, f[i].tid ? f[i].tid : f[i].pid);
+		ct_sbuf_us(&c->b, ts);
+		ct_sbuf_printf(&c->b, ",\"args\":{\"severity\":\"%s\",\"summary\":",
+			       ct_diag_severity_name(f[i].severity));
+		ct_sbuf_jstr(&c->b, f[i].summary);
+		ct_sbuf_printf(&c->b, ",\"evidence\":%s}}", args ? args : "{}");
+		free(args);
+		emit(c, ts);
+	}
+}
+
 int ct_chrome_close(struct ct_session *s)
 {
 	struct ct_chrome *c = chrome_of(s);
@@ -1124,6 +1154,7 @@ int ct_chrome_close(struct ct_session *s)
 		if (p)
 			emit_tree(c, p, c->procs[i]);
 	}
+	emit_findings(c, s);
 	meta = build_metadata(c, s);
 	if (c->o.device_buffer)
 		emit_device(c, s, meta);

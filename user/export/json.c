@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cJSON.h>
+#include "diag/diag.h"
 #include "export/export.h"
 #include "pystacks.h"
 #include "python/params.h"
@@ -310,6 +311,7 @@ int ct_export_json(struct ct_session *s, const char *path)
 	cJSON_AddItemToObject(root, "clock", clock);
 	cJSON_AddItemToObject(root, "events", num((double)s->events));
 	cJSON_AddItemToObject(root, "processes", procs);
+	ct_diag_json(s->diag, root); /* "findings", "diagnosis" */
 
 	text = cJSON_Print(root);
 	cJSON_Delete(root);

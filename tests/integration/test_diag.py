@@ -1,0 +1,279 @@
+# SPDX-License-Identifier: MIT
+"""The diagnosis layer (README "Diagnosis") on real ranks with known, injected faults,
+and its silence on the clean workloads of the earlier issues.
+
+Faults come from tests/workloads/diag_faults.py (its docstring gives the sequence
+numbers on the default group: broadcast #1, step k's gradient all_reduce #2k+2, its
+loss all_reduce #2k+3). Every test attaches with -p after the ranks' --wait-file, so
+sequence numbers count from the first collective of the job.
+"""
+import json
+import os
+import subprocess
+import time
+
+from conftest import (
+    MPIRUN, PROGS, PYTHON, WORKLOADS, free_port, kill_pid, load_ledger, load_trace_json,
+    read_pid, touch, wait_files, wait_proc,
+)
+
+FAULTS = WORKLOADS / "diag_faults.py"
+HANG_AFTER = 2  # seconds, --hang-after in every test
+
+
+def gloo_env(port, rank):
+    return dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2",
+                RANK=str(rank))
+
+
+def site_line(marker):
+    for i, line in enumerate(FAULTS.read_text().splitlines(), 1):
+        if line.rstrip().endswith("# " + marker):
+            return i
+    raise AssertionError(f"no {marker} in {FAULTS}")
+
+
+def start_ranks(reaper, tmp_path, prog, args, n=2):
+    wait = tmp_path / "go"
+    port = free_port()
+    ranks = []
+    for r in range(n):
+        log = open(tmp_path / f"rank{r}.log", "w")
+        ranks.append(reaper.popen([PYTHON, prog, *args, "--wait-file", wait], cwd=tmp_path,
+                                  env=gloo_env(port, r), stdin=subprocess.DEVNULL, stdout=log,
+                                  stderr=subprocess.STDOUT))
+    pid_files = [f"{wait}.pid.{r}" for r in range(n)]
+    wait_files(pid_files, timeout=120, procs=ranks)
+    return ranks, [read_pid(f) for f in pid_files], wait
+
+
+def rank_log(tmp_path, r):
+    p = tmp_path / f"rank{r}.log"
+    return p.read_text()[-2000:] if p.exists() else ""
+
+
+def run_gloo(reaper, start_tracer, tmp_path, prog, args, extra=()):
+    """Ranks to completion under the tracer; (json, tracer)."""
+    out, chrome = tmp_path / "trace.json", tmp_path / "trace.chrome.json"
+    ranks, pids, wait = start_ranks(reaper, tmp_path, prog, args)
+    tr = start_tracer(["-p", ",".join(map(str, pids)), "--json", out, "--chrome", chrome,
+                       "--hang-after", HANG_AFTER, *extra])
+    tr.wait_attached()
+    touch(wait)
+    for r, p in enumerate(ranks):
+        assert wait_proc(p, 180, f"rank {r}") == 0, rank_log(tmp_path, r)
+    assert tr.wait() == 0, tr.describe()
+    js = load_trace_json(out)
+    return js, tr, pids
+
+
+def findings(js, kind=None):
+    assert isinstance(js.get("findings"), list), "JSON lacks the findings array"
+    return [f for f in js["findings"] if kind is None or f["kind"] == kind]
+
+
+def diag_proc(js, pid):
+    found = [p for p in js["diagnosis"]["processes"] if p["pid"] == pid]
+    assert len(found) == 1, js["diagnosis"]["processes"]
+    return found[0]
+
+
+def chrome_instants(path):
+    with open(path) as f:
+        doc = json.load(f)
+    return [e for e in doc["traceEvents"] if e.get("ph") == "i" and e.get("cat") == "diagnosis"]
+
+
+def assert_steps(js, pids, steps, per_step):
+    for pid in pids:
+        p = diag_proc(js, pid)
+        assert (p["steps"], p["collectives_per_step"]) == (steps, per_step), p
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def test_late_rank_named_with_skew(bpf, torch_available, reaper, start_tracer, tmp_path):
+    delay, k = 1.0, 3
+    js, tr, pids = run_gloo(reaper, start_tracer, tmp_path, FAULTS,
+                            ["--steps", 7, "--sleep-rank", 1, "--sleep-step", k,
+                             "--sleep", delay])
+    late = findings(js, "late_rank")
+    assert len(late) == 1, js["findings"]
+    f = late[0]
+    assert f["ranks"] == [1] and f["pids"] == [pids[1]], f
+    ev = f["evidence"]
+    assert ev["function"] == "ProcessGroupGloo::allreduce"
+    assert ev["max_skew_seq"] == 2 * k + 2, ev
+    assert ev["collectives_late"] == 1, ev
+    assert abs(ev["max_skew_ns"] / 1e9 - delay) <= 0.4, ev
+    assert ev["call_site"].endswith(f"diag_faults.py:{site_line('GRAD_SITE')})"), ev
+    # Nothing else: the sleep is below --hang-after, the collectives agree.
+    assert [x["kind"] for x in findings(js)] == ["late_rank"], js["findings"]
+    # Rank 0 waited for rank 1 about the delay; top offender is that collective.
+    top = js["diagnosis"]["top_skew"][0]
+    assert (top["seq"], top["last_rank"]) == (2 * k + 2, 1), top
+    w0, w1 = diag_proc(js, pids[0])["wait_ns"], diag_proc(js, pids[1])["wait_ns"]
+    assert w0 / 1e9 >= delay - 0.4 and w1 < w0, (w0, w1)
+    # 1 broadcast + 2 per step + 1 barrier, all matched across both ranks.
+    assert js["diagnosis"]["collectives_matched"] == 1 + 2 * 7 + 1
+    assert_steps(js, pids, 7, 2)
+    err = "\n".join(tr.stderr_lines())
+    assert "[warning] late_rank: rank 1" in err, err[-3000:]
+    inst = chrome_instants(tmp_path / "trace.chrome.json")
+    assert [e["name"] for e in inst] == ["late_rank"], inst
+    assert inst[0]["pid"] == pids[1]
+
+
+def test_mismatch_named_with_both_stacks(bpf, torch_available, reaper, start_tracer, tmp_path):
+    k = 2
+    js, tr, pids = run_gloo(reaper, start_tracer, tmp_path, FAULTS,
+                            ["--steps", 5, "--mismatch-rank", 1, "--mismatch-step", k])
+    mm = findings(js, "mismatch")
+    assert len(mm) == 1, js["findings"]
+    f = mm[0]
+    assert f["severity"] == "error"
+    assert sorted(f["ranks"]) == [0, 1], f
+    ev = f["evidence"]
+    assert ev["seq"] == 2 * k + 3, ev
+    assert ev["differs"] == "dtype torch.float32 vs torch.int32", ev
+    assert ev["mismatched_collectives"] == 1, ev
+    loss = f"diag_faults.py:{site_line('LOSS_SITE')})"
+    for key in ("stack", "stack_other"):
+        assert ev[key] and loss in ev[key] and "step" in ev[key], ev
+    assert [x["kind"] for x in findings(js)] == ["mismatch"], js["findings"]
+    err = "\n".join(tr.stderr_lines())
+    assert "commtrace: MISMATCH: mismatched collective at #%d" % (2 * k + 3) in err, err[-3000:]
+
+
+def test_hang_alert_live(bpf, torch_available, reaper, start_tracer, tmp_path):
+    k = 2
+    out = tmp_path / "trace.json"
+    ranks, pids, wait = start_ranks(reaper, tmp_path, FAULTS,
+                                    ["--steps", 5, "--hang-rank", 1, "--hang-step", k])
+    tr = start_tracer(["-p", ",".join(map(str, pids)), "--json", out,
+                       "--hang-after", HANG_AFTER])
+    tr.wait_attached()
+    touch(wait)
+    t0 = time.monotonic()
+    line = tr.wait_line("commtrace: HANG:", timeout=60)
+    # Within the threshold plus the check period, with room for a loaded machine.
+    assert time.monotonic() - t0 < HANG_AFTER + 20, line
+    seq = 2 * k + 2
+    assert line.startswith(
+        f"commtrace: HANG: rank 0 (pid {pids[0]}) blocked "), line
+    assert f" in ProcessGroupGloo::allreduce #{seq} on c10d#0/2; missing: rank 1 (pid " \
+        f"{pids[1]}) at #{seq - 1}" in line, line
+    lines = tr.stderr_lines()
+    stack = lines[lines.index(line) + 1]
+    assert stack.startswith("  stack: ") and \
+        f"diag_faults.py:{site_line('GRAD_SITE')})" in stack, stack
+    # The tracer keeps running; the ranks are killed; it then ends by itself, cleanly.
+    time.sleep(1)
+    assert tr.proc.poll() is None, tr.describe()
+    for p in ranks:
+        for pid in [p.pid] + pids:
+            kill_pid(pid)
+    assert tr.wait() == 0, tr.describe()
+    js = load_trace_json(out)
+    hangs = findings(js, "hang")
+    assert len(hangs) == 1, js["findings"]
+    h = hangs[0]
+    assert h["ranks"] == [0, 1] and h["pids"] == pids, h
+    assert h["evidence"]["seq"] == seq and h["evidence"]["blocked_ns"] >= HANG_AFTER * 1e9
+    assert [x["kind"] for x in findings(js)] == ["hang"], js["findings"]
+
+
+def test_new_group_every_step(bpf, torch_available, reaper, start_tracer, tmp_path):
+    steps = 6
+    js, tr, pids = run_gloo(reaper, start_tracer, tmp_path, FAULTS,
+                            ["--steps", steps, "--new-group"])
+    cc = findings(js, "comm_creation_in_steps")
+    assert len(cc) == 1, js["findings"]
+    f = cc[0]
+    assert sorted(f["ranks"]) == [0, 1], f
+    ev = f["evidence"]
+    # The first step's group is the first step; every later step makes one more.
+    assert ev["communicators"] == steps - 1 and ev["steps"] == steps, ev
+    assert ev["call_site"] == f"step ({FAULTS}:{site_line('NEW_GROUP_SITE')})", ev
+    assert [x["kind"] for x in findings(js)] == ["comm_creation_in_steps"], js["findings"]
+    assert_steps(js, pids, steps, 3)
+
+
+def test_full_tensor_every_step(bpf, torch_available, reaper, start_tracer, tmp_path):
+    steps = 6
+    js, tr, pids = run_gloo(reaper, start_tracer, tmp_path, FAULTS,
+                            ["--steps", steps, "--full-tensor"])
+    ag = findings(js, "repeated_full_allgather")
+    assert len(ag) == 1, js["findings"]
+    f = ag[0]
+    assert sorted(f["ranks"]) == [0, 1], f
+    ev = f["evidence"]
+    assert ev["steps"] == steps and ev["bytes"] == 256 * 4 * 2, ev
+    assert ev["function"] == "ProcessGroupGloo::allgather"
+    assert ev["call_site"] == f"full_tensor ({FAULTS}:{site_line('FULL_TENSOR_SITE')})", ev
+    assert [x["kind"] for x in findings(js)] == ["repeated_full_allgather"], js["findings"]
+    assert_steps(js, pids, steps, 3)
+
+
+# ---------------------------------------------------------------------------------------
+# Silence on clean jobs
+
+
+def test_clean_faults_workload_steps_exact(bpf, torch_available, reaper, start_tracer,
+                                           tmp_path):
+    js, tr, pids = run_gloo(reaper, start_tracer, tmp_path, FAULTS, ["--steps", 9])
+    assert findings(js) == [], js["findings"]
+    assert_steps(js, pids, 9, 2)
+    assert js["diagnosis"]["collectives_matched"] == 1 + 2 * 9 + 1
+    assert chrome_instants(tmp_path / "trace.chrome.json") == []
+
+
+def test_clean_gloo_collectives(bpf, torch_available, reaper, start_tracer, tmp_path):
+    expect = tmp_path / "expect"
+    js, tr, pids = run_gloo(reaper, start_tracer, tmp_path, WORKLOADS / "gloo_collectives.py",
+                            ["--iters", 3, "--expect", expect])
+    assert findings(js) == [], js["findings"]
+    ledger = load_ledger(f"{expect}.0")
+    c10d = sum(v["calls"] for f, v in ledger["functions"].items()
+               if f.startswith("ProcessGroupGloo::"))
+    assert c10d > 0 and js["diagnosis"]["collectives_matched"] == c10d
+
+
+def test_clean_train_ddp(bpf, torch_available, reaper, start_tracer, tmp_path):
+    js, tr, pids = run_gloo(reaper, start_tracer, tmp_path, WORKLOADS / "train_ddp.py",
+                            ["--steps", 8, "--step-sleep", 0.01])
+    assert findings(js) == [], js["findings"]
+    assert js["diagnosis"]["collectives_matched"] >= 8
+    assert "\ncommtrace: HANG" not in "\n".join(tr.stderr_lines())
+
+
+MATCHABLE = ("MPI_Allreduce", "MPI_Iallreduce", "MPI_Reduce", "MPI_Bcast", "MPI_Allgather",
+             "MPI_Allgatherv", "MPI_Gather", "MPI_Gatherv", "MPI_Scatter", "MPI_Scatterv",
+             "MPI_Alltoall", "MPI_Alltoallv", "MPI_Reduce_scatter", "MPI_Reduce_scatter_block",
+             "MPI_Barrier")
+
+
+def test_clean_mpi_collectives(bpf, progs, mpi_available, reaper, start_tracer, tmp_path):
+    wait, expect, out = tmp_path / "go", tmp_path / "expect", tmp_path / "trace.json"
+    log = open(tmp_path / "mpirun.log", "w")
+    mpi = reaper.popen(MPIRUN + [PROGS / "mpi_collectives", "--iters", 3, "--wait-file", wait,
+                                 "--expect", expect],
+                       cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=log,
+                       stderr=subprocess.STDOUT)
+    pid_files = [f"{wait}.pid.{r}" for r in (0, 1)]
+    wait_files(pid_files, procs=[mpi])
+    pids = [read_pid(f) for f in pid_files]
+    tr = start_tracer(["-p", f"{pids[0]},{pids[1]}", "--json", out,
+                       "--hang-after", HANG_AFTER])
+    tr.wait_attached()
+    touch(wait)
+    assert wait_proc(mpi, 120, "mpirun") == 0, (tmp_path / "mpirun.log").read_text()[-2000:]
+    assert tr.wait() == 0, tr.describe()
+    js = load_trace_json(out)
+    assert findings(js) == [], js["findings"]
+    ledger = load_ledger(f"{expect}.0")
+    n = sum(v["calls"] for f, v in ledger["functions"].items() if f in MATCHABLE)
+    assert n > 0 and js["diagnosis"]["collectives_matched"] == n, (
+        n, js["diagnosis"])
+    assert [c["id"] for c in js["diagnosis"]["communicators"]] == ["mpi#0/2"]

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Diagnosis over the collected calls of every traced rank (README "Diagnosis"):
+ * cross-rank matching of collectives by communicator and sequence number (arrival
+ * skew, the late rank, time spent waiting for others), mismatched collectives, hangs
+ * (a live alert), training steps found from the periodic pattern of collectives, and
+ * seed 003's anti-patterns (communicator creation during training, the same full-tensor
+ * all-gather every step, reductions on different communicators serialized back to back).
+ *
+ * Pure logic over struct ct_diag_call / ct_diag_ret: no BPF, no session, so the unit
+ * tests drive it with synthetic sequences. Bounded: fixed tables with a counter for
+ * everything that did not fit or was evicted (struct ct_diag_drops).
+ */
+#ifndef CT_DIAG_H
+#define CT_DIAG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "tree.h"
+
+#define CT_DIAG_COMMS	   64	/* communicator identities per session */
+#define CT_DIAG_MEMBERS	   512	/* (process, communicator) pairs per session */
+#define CT_DIAG_WINDOW	   32	/* recent collectives kept per (process, communicator) */
+#define CT_DIAG_PROCS	   256	/* processes */
+#define CT_DIAG_HANDLES	   64	/* communicator handles remembered per process */
+#define CT_DIAG_STACK	   8	/* frames kept per collective, innermost first */
+#define CT_DIAG_SIGS	   1024 /* collective signatures kept per process (steps) */
+#define CT_DIAG_MAX_PERIOD 256	/* longest step, in collectives */
+#define CT_DIAG_PENDING	   64	/* c10d calls per process awaiting their Gloo execution */
+#define CT_DIAG_INFLIGHT   16	/* threads per process inside a traced collective */
+#define CT_DIAG_NEWCOMMS   64	/* communicator creations / first uses remembered per process */
+#define CT_DIAG_PAIRS	   16	/* serialized reduction pairs per process */
+#define CT_DIAG_FINDINGS   128	/* findings in a report */
+#define CT_DIAG_HANGS	   32	/* hang alerts remembered */
+#define CT_DIAG_TOP	   5	/* collectives listed by skew */
+#define CT_DIAG_FRANKS	   16	/* ranks named per finding */
+
+/* A collective (or communicator creation) entry, as the diagnosis needs it. */
+struct ct_diag_call {
+	uint32_t pid, tid;
+	int rank; /* the process' global rank, -1 unknown */
+	uint8_t lib, kind, depth;
+	const char *function; /* static (catalog) string */
+	uint64_t comm;	      /* communicator handle, process-local */
+	int32_t comm_size, comm_rank;
+	bool has_count;
+	uint64_t count;
+	const char *dtype;		   /* NULL unknown; stable string */
+	uint64_t bytes;			   /* the larger of sent and received */
+	uint64_t ts;			   /* CLOCK_MONOTONIC ns */
+	const struct ct_stack_line *stack; /* innermost first, interned strings */
+	int nstack;
+};
+
+struct ct_diag_opts {
+	uint64_t hang_ns;	/* a collective blocked this long is a hang */
+	uint64_t late_ns;	/* arrival skew from which the last rank is named late */
+	uint64_t serial_gap_ns; /* max gap between a reduction's end and the next's start */
+	uint32_t min_repeats;	/* occurrences / steps a steady-state pattern needs */
+	FILE *alerts;		/* live alerts (stderr), or NULL */
+};
+
+enum ct_diag_kind {
+	CT_DF_LATE_RANK = 1,
+	CT_DF_MISMATCH,
+	CT_DF_HANG,
+	CT_DF_COMM_CREATION,
+	CT_DF_REPEATED_ALLGATHER,
+	CT_DF_SERIAL_REDUCTIONS,
+	CT_DF_TRAFFIC_GROWTH,
+};
+
+enum ct_diag_severity {
+	CT_DS_INFO = 0,
+	CT_DS_WARNING,
+	CT_DS_ERROR,
+};
+
+struct ct_diag_finding {
+	uint8_t kind, severity;
+	int nranks;
+	int ranks[CT_DIAG_FRANKS]; /* global ranks, -1 unknown */
+	uint32_t pids[CT_DIAG_FRANKS];
+	uint32_t pid, tid; /* where it happened (Chrome instant event) */
+	uint64_t ts;
+	char comm[48]; /* communicator identity, "c10d#0/2" */
+	const char *function, *function2;
+	uint64_t seq;
+	uint64_t count;	   /* occurrences, collectives, steps */
+	uint64_t total;	   /* out of (collectives matched, steps) */
+	uint64_t value_ns; /* skew, blocked time, gap */
+	uint64_t bytes, bytes2;
+	char what[160];	 /* mismatch: what differs; hang: who is missing */
+	char site[256];	 /* call site "qualname (file:line)" */
+	char site2[256]; /* the other side's site (mismatch, serial reductions) */
+	char stack[1024], stack2[1024];
+	char summary[512];
+};
+
+struct ct_diag_drops {
+	uint64_t comms_over_limit;     /* collectives on identities past CT_DIAG_COMMS */
+	uint64_t members_over_limit;   /* collectives of (process, comm) past CT_DIAG_MEMBERS */
+	uint64_t procs_over_limit;     /* calls of processes past CT_DIAG_PROCS */
+	uint64_t window_evicted;       /* collectives evicted before all ranks arrived */
+	uint64_t handles_evicted;      /* communicator handles forgotten (oldest use first) */
+	uint64_t pending_evicted;      /* c10d calls whose Gloo execution was never seen */
+	uint64_t executions_unmatched; /* Gloo executions with no c10d call to belong to */
+	uint64_t ambiguous;	       /* collectives on an identity two ranks claim */
+	uint64_t hangs_over_limit;
+	uint64_t findings_over_limit;
+	uint64_t newcomm_evicted;
+};
+
+struct ct_diag_top {
+	char comm[48];
+	const char *function;
+	uint64_t seq, skew_ns, ts;
+	int last_rank;
+	uint32_t last_pid;
+};
+
+struct ct_diag_steps_info {
+	uint32_t pid;
+	int rank;
+	uint32_t period; /* collectives per step, 0: no step found */
+	uint64_t steps;
+	uint64_t first_step_bytes, last_step_bytes;
+	uint32_t growth_steps; /* consecutive step-over-step increases ending at the last */
+	uint64_t signatures;   /* collectives seen */
+};
+
+struct ct_diag;
+
+struct ct_diag *ct_diag_new(const struct ct_diag_opts *o);
+void ct_diag_free(struct ct_diag *d);
+void ct_diag_call(struct ct_diag *d, const struct ct_diag_call *c);
+/* A traced call returned at ts (depth: as in the record). */
+void ct_diag_ret(struct ct_diag *d, uint32_t pid, uint32_t tid, uint8_t depth, uint64_t ts);
+/* The process is gone: what it had in flight will never complete. */
+void ct_diag_proc_exit(struct ct_diag *d, uint32_t pid);
+/* Periodic: hang alerts (printed to opts.alerts). Returns the number of new alerts. */
+int ct_diag_check(struct ct_diag *d, uint64_t now);
+
+/* Builds the findings (replacing earlier ones); returns how many, sets *out. */
+int ct_diag_findings(struct ct_diag *d, const struct ct_diag_finding **out);
+const char *ct_diag_kind_name(uint8_t kind);
+const char *ct_diag_severity_name(uint8_t sev);
+
+/* Aggregates for the report. */
+const struct ct_diag_drops *ct_diag_drops(const struct ct_diag *d);
+uint64_t ct_diag_matched(const struct ct_diag *d);
+int ct_diag_top(const struct ct_diag *d, const struct ct_diag_top **out);
+/* Per process: the time it spent waiting for other ranks in matched collectives. */
+int ct_diag_nprocs(const struct ct_diag *d);
+bool ct_diag_proc_wait(const struct ct_diag *d, int i, uint32_t *pid, int *rank, uint64_t *wait_ns,
+		       uint64_t *matched);
+bool ct_diag_proc_steps(const struct ct_diag *d, int i, struct ct_diag_steps_info *si);
+/* Communicator identities: name ("mpi#0/2"), traced members, collectives issued (max). */
+int ct_diag_ncomms(const struct ct_diag *d);
+bool ct_diag_comm_info(const struct ct_diag *d, int i, char *name, size_t len, int *members,
+		       uint64_t *collectives, bool *ambiguous);
+
+/* Step detection alone (unit tests): the smallest period p <= max_p such that the last
+ * n entries of sig end with at least 3 repetitions; 0 if none. *len: the periodic run. */
+uint32_t ct_diag_period(const uint32_t *sig, uint64_t n, uint32_t max_p, uint64_t *len);
+
+/* The text report (stderr summary). */
+void ct_diag_print(struct ct_diag *d, FILE *out);
+
+/* diag_json.c: "findings" and "diagnosis" into the --json root (d NULL: empty). */
+struct cJSON;
+void ct_diag_json(struct ct_diag *d, struct cJSON *root);
+struct cJSON *ct_diag_evidence(const struct ct_diag_finding *f);
+
+#endif
