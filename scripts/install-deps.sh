@@ -9,6 +9,8 @@ set -euo pipefail
 pkgs=(
 	# build
 	make gcc g++ clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libcjson-dev pkg-config
+	# --metrics: the HTTP server library; the tests scrape it with a real Prometheus
+	libmicrohttpd-dev prometheus
 	# fuzzing (libFuzzer runtime) and the Gloo headers the offsets are generated from
 	libclang-rt-14-dev libgloo-dev
 	libstdc++-12-dev

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "metrics/metrics.h"
 #include "target/proc.h"
 
 static const char usage_text[] =
@@ -15,6 +16,8 @@ static const char usage_text[] =
     "       commtrace-bpf --dry-run (-p PID | --lib PATH)\n"
     "       commtrace-bpf devprof SUBCOMMAND ...   (device profile buffers; see devprof --help)\n"
     "       commtrace-bpf fuse -o OUT TRACE... [--profiler FILE ...]   (see fuse --help)\n"
+    "       commtrace-bpf merge [--json OUT] [--chrome OUT] INPUT...   (several tracers of one\n"
+    "                        job, one per node, by rank; see merge --help)\n"
     "\n"
     "Trace the collectives (Open MPI, Gloo, PyTorch c10d, NCCL, HCCL) of running processes\n"
     "with uprobes: calls, bytes, dtypes, communicators and latency, without changing or\n"
@@ -269,6 +272,18 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 		case OPT_DEVBUF:
 			o->device_buffer = optarg;
 			break;
+		case OPT_METRICS: {
+			struct sockaddr_storage ss;
+			socklen_t sl;
+			char msg[256];
+
+			if (ct_metrics_parse_addr(optarg, &ss, &sl, msg, sizeof(msg))) {
+				fprintf(stderr, "commtrace-bpf: %s\n", msg);
+				return CT_EXIT_USAGE;
+			}
+			o->metrics_addr = optarg;
+			break;
+		}
 		case 'q':
 			o->quiet = true;
 			break;

@@ -189,6 +189,7 @@ static void on_ret(struct ct_session *s, const struct ct_ret_event *ev)
 		return;
 	st->returned++;
 	ct_hist_add(&st->lat, ev->duration);
+	st->dur[ct_dur_bucket(ev->duration)]++; /* --metrics' histogram */
 	if (ev->hdr.depth == 0) {
 		int slot = pending_slot(p, ev->hdr.tid, false);
 

@@ -461,6 +461,15 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	if (o.metrics_addr) { /* before the BPF work: a port in use fails at once */
+		char msg[512];
+
+		rc = ct_metrics_start(&s, o.metrics_addr, msg, sizeof(msg));
+		if (rc) {
+			fprintf(stderr, "commtrace-bpf: %s\n", msg);
+			return rc == -EINVAL ? CT_EXIT_USAGE : CT_EXIT_FAIL;
+		}
+	}
 	if (o.chrome_path) {
 		struct ct_chrome_opts co = {
 		    .path = o.chrome_path,

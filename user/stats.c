@@ -77,3 +77,25 @@ void ct_fstats_dtype(struct ct_fstats *f, const char *name)
 	else if (f->dtype != name && strcmp(f->dtype, name) != 0)
 		f->dtype_mixed = true;
 }
+
+const uint64_t ct_dur_bounds_ns[CT_DUR_BUCKETS] = {
+    1000ULL,	   5000ULL,	  10000ULL,	  50000ULL,	  100000ULL,	500000ULL,
+    1000000ULL,	   5000000ULL,	  10000000ULL,	  50000000ULL,	  100000000ULL, 500000000ULL,
+    1000000000ULL, 5000000000ULL, 10000000000ULL, 60000000000ULL,
+};
+
+unsigned int ct_dur_bucket(uint64_t ns)
+{
+	unsigned int lo = 0, hi = CT_DUR_BUCKETS;
+
+	/* The first bound >= ns (Prometheus' le is inclusive). */
+	while (lo < hi) {
+		unsigned int mid = (lo + hi) / 2;
+
+		if (ct_dur_bounds_ns[mid] >= ns)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}

@@ -25,6 +25,15 @@ unsigned int ct_hist_bucket(uint64_t v);
 /* Inclusive lower bound and exclusive upper bound of a bucket. */
 void ct_hist_bounds(unsigned int b, uint64_t *lo, uint64_t *hi);
 
+/*
+ * Fixed duration buckets for the Prometheus histogram (user/metrics/): exact counts of
+ * durations at or below each bound (1 us to 60 s), the last one +Inf.
+ */
+#define CT_DUR_BUCKETS 16
+extern const uint64_t ct_dur_bounds_ns[CT_DUR_BUCKETS];
+/* The first bucket whose bound is >= ns, CT_DUR_BUCKETS (+Inf) past the last. */
+unsigned int ct_dur_bucket(uint64_t ns);
+
 struct ct_fstats {
 	uint64_t calls;	   /* entries seen */
 	uint64_t returned; /* returns seen (calls - returned were in flight or cut off) */
@@ -32,6 +41,7 @@ struct ct_fstats {
 	const char *dtype; /* name of the one dtype seen, NULL if none known */
 	bool dtype_mixed;
 	struct ct_hist lat;
+	uint64_t dur[CT_DUR_BUCKETS + 1]; /* completed calls per fixed bucket (not cumulative) */
 };
 
 void ct_fstats_dtype(struct ct_fstats *f, const char *name);

@@ -5,7 +5,7 @@ Start one process per rank (torchrun is broken with Debian's torch 1.13 on 3.11)
 
     MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 WORLD_SIZE=2 RANK=r \
         /usr/bin/python3 tests/workloads/gloo_collectives.py [--iters N]
-        [--wait-file PATH] [--expect FILE]
+        [--wait-file PATH] [--expect FILE] [--hold-file PATH]
 
 Each rank issues a known mix of dist.all_reduce (float32, several sizes), dist.broadcast
 (float32 and int64, both roots) and dist.all_gather (float32 and int32), and keeps a
@@ -21,6 +21,8 @@ ledger of what it asked for:
 
 --wait-file PATH: after init_process_group, write our pid to PATH.pid.RANK and poll until
 PATH exists before the first collective. --expect FILE: write the ledger to FILE.RANK.
+--hold-file PATH: after the ledger is written, poll until PATH exists before tearing the
+process group down (no collective is issued while held: a quiet point to read metrics).
 """
 import argparse
 import json
@@ -97,6 +99,7 @@ def main():
     ap.add_argument("--iters", type=int, default=1)
     ap.add_argument("--wait-file")
     ap.add_argument("--expect")
+    ap.add_argument("--hold-file")
     args = ap.parse_args()
 
     rank = int(os.environ["RANK"])
@@ -124,6 +127,10 @@ def main():
             "functions": ledger.functions,
         }
         write_atomic(f"{args.expect}.{rank}", json.dumps(doc, indent=2) + "\n")
+
+    if args.hold_file:
+        while not os.path.exists(args.hold_file):
+            time.sleep(0.01)
 
     dist.destroy_process_group()
     return 0

@@ -306,6 +306,12 @@ int ct_export_json(struct ct_session *s, const char *path)
 	clock = cJSON_CreateObject();
 	cJSON_AddStringToObject(clock, "source", "CLOCK_MONOTONIC");
 	cJSON_AddItemToObject(clock, "mono_to_wall_ns", u64(s->mono_to_wall_ns));
+	{ /* the same as a string, exact for readers that hold numbers as doubles (merge) */
+		char w[24];
+
+		snprintf(w, sizeof(w), "%llu", (unsigned long long)s->mono_to_wall_ns);
+		cJSON_AddStringToObject(clock, "mono_to_wall_ns_str", w);
+	}
 	cJSON_AddItemToObject(clock, "start_ns", u64(s->start_ns));
 	cJSON_AddItemToObject(clock, "end_ns", u64(s->end_ns));
 	cJSON_AddItemToObject(root, "clock", clock);

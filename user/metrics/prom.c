@@ -1,0 +1,345 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The Prometheus text exposition (format 0.0.4) of a session, and --metrics' address
+ * parser. Pure functions of the session: the HTTP side is in user/metrics/http.c.
+ *
+ * Labels are bounded: pid, rank, library, function, kind on per-call series (at most
+ * CT_MAX_TARGETS processes × the catalog's functions), reason on drops, kind on findings
+ * (a fixed set). No stack, address or communicator handle is ever a label.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <netinet/in.h>
+#include "export/chrome.h"
+#include "export/export.h"
+#include "metrics/metrics.h"
+#include "session.h"
+
+int ct_metrics_parse_addr(const char *spec, struct sockaddr_storage *ss, socklen_t *len, char *err,
+			  size_t errlen)
+{
+	char host[64];
+	const char *port_s, *colon;
+	unsigned long port;
+	char *end;
+	size_t hl;
+
+	memset(ss, 0, sizeof(*ss));
+	if (!spec || !*spec)
+		goto bad;
+	if (spec[0] == '[') { /* [IPv6]:PORT */
+		const char *close = strchr(spec, ']');
+
+		if (!close || close[1] != ':')
+			goto bad;
+		hl = (size_t)(close - spec - 1);
+		if (hl == 0 || hl >= sizeof(host))
+			goto bad;
+		memcpy(host, spec + 1, hl);
+		host[hl] = 0;
+		port_s = close + 2;
+	} else {
+		colon = strrchr(spec, ':');
+		if (!colon) {
+			snprintf(host, sizeof(host), "127.0.0.1");
+			port_s = spec;
+		} else {
+			hl = (size_t)(colon - spec);
+			if (hl == 0 || hl >= sizeof(host) || memchr(spec, ':', hl))
+				goto bad;
+			memcpy(host, spec, hl);
+			host[hl] = 0;
+			port_s = colon + 1;
+		}
+	}
+	if (*port_s < '0' || *port_s > '9')
+		goto bad;
+	errno = 0;
+	port = strtoul(port_s, &end, 10);
+	if (errno || *end || port > 65535)
+		goto bad;
+	if (!strcmp(host, "localhost"))
+		snprintf(host, sizeof(host), "127.0.0.1");
+	if (spec[0] == '[') {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)ss;
+
+		if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1)
+			goto bad;
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons((uint16_t)port);
+		*len = sizeof(*a);
+	} else {
+		struct sockaddr_in *a = (struct sockaddr_in *)ss;
+
+		if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
+			goto bad;
+		a->sin_family = AF_INET;
+		a->sin_port = htons((uint16_t)port);
+		*len = sizeof(*a);
+	}
+	return 0;
+bad:
+	snprintf(err, errlen,
+		 "invalid --metrics '%s': expected PORT (on 127.0.0.1), ADDR:PORT with an IPv4 "
+		 "address or localhost, or [IPv6]:PORT; PORT from 0 (any free port) to 65535",
+		 spec ? spec : "");
+	return -EINVAL;
+}
+
+/* No diagnosis module linked: say so rather than export zeros. */
+__attribute__((weak)) void ct_diag_metrics_fill(const struct ct_session *s,
+						struct ct_metrics_findings *out)
+{
+	memset(out, 0, sizeof(*out));
+}
+
+/* A label value: backslash, double quote and newline escaped (the format's rules). */
+static void label(struct ct_sbuf *b, const char *name, const char *v, bool first)
+{
+	ct_sbuf_printf(b, "%s%s=\"", first ? "" : ",", name);
+	for (; v && *v; v++) {
+		if (*v == '\\')
+			ct_sbuf_printf(b, "\\\\");
+		else if (*v == '"')
+			ct_sbuf_printf(b, "\\\"");
+		else if (*v == '\n')
+			ct_sbuf_printf(b, "\\n");
+		else
+			ct_sbuf_printf(b, "%c", *v);
+	}
+	ct_sbuf_printf(b, "\"");
+}
+
+static void family(struct ct_sbuf *b, const char *name, const char *type, const char *help)
+{
+	ct_sbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void proc_labels(struct ct_sbuf *b, const struct ct_proc *p)
+{
+	char v[16];
+
+	snprintf(v, sizeof(v), "%d", p->pid);
+	label(b, "pid", v, true);
+	if (p->rank >= 0)
+		snprintf(v, sizeof(v), "%d", p->rank);
+	else
+		v[0] = 0; /* no rank: an empty value, which Prometheus treats as absent */
+	label(b, "rank", v, false);
+}
+
+static void call_labels(struct ct_sbuf *b, const struct ct_proc *p, uint32_t id)
+{
+	const struct ct_libdesc *d;
+	const struct ct_func *fn = ct_catalog_func(id, &d);
+
+	proc_labels(b, p);
+	label(b, "library", d->name, false);
+	label(b, "function", fn->name, false);
+	label(b, "kind", ct_kind_name(fn->kind), false);
+}
+
+enum call_metric {
+	M_CALLS,
+	M_COMPLETED,
+	M_SENT,
+	M_RECV,
+	M_INFLIGHT,
+	M_DURATION,
+	M_MAX,
+};
+
+static const struct {
+	const char *name, *type, *help;
+} call_metrics[M_MAX] = {
+    [M_CALLS] = {"commtrace_calls_total", "counter",
+		 "Calls entered (counted at entry: calls that never returned are included)."},
+    [M_COMPLETED] = {"commtrace_calls_completed_total", "counter", "Calls that returned."},
+    [M_SENT] = {"commtrace_sent_bytes_total", "counter",
+		"Bytes of the send buffers passed to the calls (count x element size)."},
+    [M_RECV] = {"commtrace_received_bytes_total", "counter",
+		"Bytes of the receive buffers passed to the calls (count x element size)."},
+    [M_INFLIGHT] = {"commtrace_in_flight_calls", "gauge",
+		    "Calls entered and not returned, in processes still running."},
+    [M_DURATION] = {"commtrace_call_duration_seconds", "histogram",
+		    "Duration of completed calls (README: what the time means per library)."},
+};
+
+/* The le label of each fixed bucket, as Prometheus' own clients print them. */
+static const char *const dur_le[CT_DUR_BUCKETS] = {
+    "1e-06", "5e-06", "1e-05", "5e-05", "0.0001", "0.0005", "0.001", "0.005",
+    "0.01",  "0.05",  "0.1",   "0.5",	"1",	  "5",	    "10",    "60",
+};
+
+static void render_call(struct ct_sbuf *b, enum call_metric m, const struct ct_proc *p, uint32_t id,
+			const struct ct_fstats *st)
+{
+	const char *name = call_metrics[m].name;
+	uint64_t v = 0, cum = 0;
+
+	switch (m) {
+	case M_CALLS:
+		v = st->calls;
+		break;
+	case M_COMPLETED:
+		v = st->returned;
+		break;
+	case M_SENT:
+		v = st->bytes_sent;
+		break;
+	case M_RECV:
+		v = st->bytes_recv;
+		break;
+	case M_INFLIGHT:
+		v = !p->exited && st->calls > st->returned ? st->calls - st->returned : 0;
+		break;
+	case M_DURATION:
+		for (unsigned int k = 0; k <= CT_DUR_BUCKETS; k++) {
+			cum += st->dur[k];
+			ct_sbuf_printf(b, "%s_bucket{", name);
+			call_labels(b, p, id);
+			label(b, "le", k < CT_DUR_BUCKETS ? dur_le[k] : "+Inf", false);
+			ct_sbuf_printf(b, "} %llu\n", (unsigned long long)cum);
+		}
+		ct_sbuf_printf(b, "%s_sum{", name);
+		call_labels(b, p, id);
+		ct_sbuf_printf(b, "} %llu.%09llu\n",
+			       (unsigned long long)(st->lat.total / 1000000000),
+			       (unsigned long long)(st->lat.total % 1000000000));
+		ct_sbuf_printf(b, "%s_count{", name);
+		call_labels(b, p, id);
+		ct_sbuf_printf(b, "} %llu\n", (unsigned long long)cum);
+		return;
+	default:
+		return;
+	}
+	ct_sbuf_printf(b, "%s{", name);
+	call_labels(b, p, id);
+	ct_sbuf_printf(b, "} %llu\n", (unsigned long long)v);
+}
+
+static void counter(struct ct_sbuf *b, const char *name, const char *help, uint64_t v)
+{
+	family(b, name, "counter", help);
+	ct_sbuf_printf(b, "%s %llu\n", name, (unsigned long long)v);
+}
+
+static void render_findings(struct ct_session *s, struct ct_sbuf *b)
+{
+	struct ct_metrics_findings f;
+
+	memset(&f, 0, sizeof(f));
+	ct_diag_metrics_fill(s, &f);
+	family(b, "commtrace_diagnosis_available", "gauge",
+	       "1 when the cross-rank diagnosis feeds the findings metrics, 0 when it does not.");
+	ct_sbuf_printf(b, "commtrace_diagnosis_available %d\n", f.available ? 1 : 0);
+	if (!f.available)
+		return;
+	family(b, "commtrace_findings_total", "counter",
+	       "Cross-rank diagnosis findings so far, by kind.");
+	for (int i = 0; i < f.n_kinds && i < CT_METRICS_FINDING_KINDS; i++) {
+		ct_sbuf_printf(b, "commtrace_findings_total{");
+		label(b, "kind", f.by_kind[i].kind, true);
+		ct_sbuf_printf(b, "} %llu\n", (unsigned long long)f.by_kind[i].total);
+	}
+	family(b, "commtrace_hung_ranks", "gauge", "Ranks with a collective hung now.");
+	ct_sbuf_printf(b, "commtrace_hung_ranks %u\n", f.ranks_hung);
+	family(b, "commtrace_late_ranks", "gauge",
+	       "Ranks found late in the latest matched collective.");
+	ct_sbuf_printf(b, "commtrace_late_ranks %u\n", f.ranks_late);
+}
+
+void ct_metrics_render(struct ct_session *s, struct ct_sbuf *b, uint64_t wall_ns, double render_s)
+{
+	static const char *const drop_names[CT_DROP_MAX] = {
+	    [CT_DROP_RINGBUF] = "ringbuf_full",
+	    [CT_DROP_THREADS] = "thread_table_full",
+	    [CT_DROP_DEPTH] = "nesting_too_deep",
+	    [CT_DROP_UNPAIRED] = "unpaired_returns",
+	    [CT_DROP_READ] = "unreadable_args",
+	    [CT_DROP_RINGBUF_RET] = "returns_lost",
+	    [CT_DROP_RINGBUF_PROC] = "process_events_lost",
+	    [CT_DROP_OPS] = "op_records_lost",
+	    [CT_DROP_OPS_DEPTH] = "ops_nesting_too_deep",
+	};
+	uint32_t nfuncs = (uint32_t)ct_catalog_size();
+	int live = 0;
+
+	ct_sbuf_reset(b);
+	family(b, "commtrace_build_info", "gauge", "The tracer's version.");
+	ct_sbuf_printf(b, "commtrace_build_info{");
+	label(b, "version", CT_VERSION, true);
+	ct_sbuf_printf(b, "} 1\n");
+	family(b, "commtrace_snapshot_timestamp_seconds", "gauge",
+	       "Wall-clock time of this snapshot: every event the kernel had produced by then "
+	       "is counted.");
+	ct_sbuf_printf(b, "commtrace_snapshot_timestamp_seconds %llu.%09llu\n",
+		       (unsigned long long)(wall_ns / 1000000000),
+		       (unsigned long long)(wall_ns % 1000000000));
+	family(b, "commtrace_render_seconds", "gauge",
+	       "Time the previous snapshot took to render.");
+	ct_sbuf_printf(b, "commtrace_render_seconds %.9f\n", render_s);
+
+	for (int m = 0; m < M_MAX; m++) {
+		family(b, call_metrics[m].name, call_metrics[m].type, call_metrics[m].help);
+		for (int i = 0; i < s->n_procs; i++) {
+			const struct ct_proc *p = s->procs[i];
+
+			if (!p->stats)
+				continue;
+			for (uint32_t id = 0; id < nfuncs; id++)
+				if (p->stats[id] && p->stats[id]->calls)
+					render_call(b, (enum call_metric)m, p, id, p->stats[id]);
+		}
+	}
+
+	family(b, "commtrace_process_info", "gauge",
+	       "A traced process (value 1): its rank and world size from its environment, its "
+	       "name.");
+	for (int i = 0; i < s->n_procs; i++) {
+		const struct ct_proc *p = s->procs[i];
+		char w[16];
+
+		snprintf(w, sizeof(w), p->world >= 0 ? "%d" : "", p->world);
+		ct_sbuf_printf(b, "commtrace_process_info{");
+		proc_labels(b, p);
+		label(b, "world_size", w, false);
+		label(b, "comm", p->comm, false);
+		ct_sbuf_printf(b, "} 1\n");
+		live += !p->exited;
+	}
+	family(b, "commtrace_process_exited", "gauge",
+	       "1 once the traced process has exited (its counters stay), else 0.");
+	for (int i = 0; i < s->n_procs; i++) {
+		ct_sbuf_printf(b, "commtrace_process_exited{");
+		proc_labels(b, s->procs[i]);
+		ct_sbuf_printf(b, "} %d\n", s->procs[i]->exited ? 1 : 0);
+	}
+	family(b, "commtrace_traced_processes", "gauge", "Traced processes still running.");
+	ct_sbuf_printf(b, "commtrace_traced_processes %d\n", live);
+
+	counter(b, "commtrace_events_total", "Records received from the kernel.", s->events);
+	counter(b, "commtrace_dropped_events_total",
+		"Events lost: ring buffer full, kernel thread table full, user-space allocation "
+		"failures (0: nothing lost).",
+		ct_session_drops(s));
+	family(b, "commtrace_drops_total", "counter",
+	       "Drops and anomalies by reason, as in the JSON report's drops (docs/json.md).");
+	for (int k = 0; k < CT_DROP_MAX; k++) {
+		if (!drop_names[k]) /* a kind added to the ABI and not named here yet */
+			continue;
+		ct_sbuf_printf(b, "commtrace_drops_total{");
+		label(b, "reason", drop_names[k], true);
+		ct_sbuf_printf(b, "} %llu\n", (unsigned long long)s->drops[k]);
+	}
+	ct_sbuf_printf(b, "commtrace_drops_total{reason=\"user_space\"} %llu\n",
+		       (unsigned long long)s->dropped_user);
+	ct_sbuf_printf(b, "commtrace_drops_total{reason=\"processes_over_limit\"} %llu\n",
+		       (unsigned long long)s->lost_procs);
+	ct_sbuf_printf(b, "commtrace_drops_total{reason=\"group_size_unknown\"} %llu\n",
+		       (unsigned long long)s->group_size_unknown);
+	render_findings(s, b);
+}
