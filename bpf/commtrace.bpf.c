@@ -383,3 +383,4 @@ int BPF_PROG(ct_proc_exit, struct task_struct *p)
 	bpf_map_delete_elem(&traced, &tgid);
 	return emit_proc(CT_EV_EXIT, p, 0, code);
 }
+#include "pyops.bpf.h"

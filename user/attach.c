@@ -236,6 +236,25 @@ int ct_bpf_attach_ldso(struct ct_session *s, const char *path)
 	return 0;
 }
 
+int ct_bpf_attach_pyops(struct ct_session *s, struct ct_proc *p, const char *path, uint64_t off)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, uo);
+	struct bpf_link *l;
+	int err;
+
+	l = bpf_program__attach_uprobe_opts(s->skel->progs.ct_py_enter, p->pid, path, off, &uo);
+	if (!l)
+		return -errno;
+	err = proc_link(p, l);
+	if (err)
+		return err;
+	uo.retprobe = true;
+	l = bpf_program__attach_uprobe_opts(s->skel->progs.ct_py_exit, p->pid, path, off, &uo);
+	if (!l)
+		return -errno;
+	return proc_link(p, l);
+}
+
 int ct_bpf_attach_entry(struct ct_session *s, struct ct_proc *p)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = ct_catalog_base(&ct_lib_ldso));

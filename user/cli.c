@@ -111,6 +111,7 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 		OPT_NOISE,
 		OPT_PROFILE,
 		OPT_NO_STACKS,
+		OPT_OPS,
 		OPT_SHARDING,
 		OPT_CHROME,
 		OPT_CHROME_MB,
@@ -135,6 +136,7 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 	    {"noise-level", required_argument, NULL, OPT_NOISE},
 	    {"profile", required_argument, NULL, OPT_PROFILE},
 	    {"no-stacks", no_argument, NULL, OPT_NO_STACKS},
+	    {"ops", no_argument, NULL, OPT_OPS},
 	    {"chrome", required_argument, NULL, OPT_CHROME},
 	    {"chrome-max-mb", required_argument, NULL, OPT_CHROME_MB},
 	    {"chrome-window", required_argument, NULL, OPT_CHROME_WIN},
@@ -228,6 +230,9 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 			break;
 		case OPT_PROFILE:
 			o->profile_path = optarg;
+			break;
+		case OPT_OPS:
+			o->ops = true;
 			break;
 		case OPT_NO_STACKS:
 			o->no_stacks = true;
@@ -323,6 +328,10 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 	if (!o->cmd && !o->n_pids && !(o->dry_run && o->lib_path)) {
 		fprintf(stderr, "commtrace-bpf: nothing to trace: give -p PID or -- COMMAND\n"
 				"Try 'commtrace-bpf --help' for more information.\n");
+		return CT_EXIT_USAGE;
+	}
+	if (o->ops && o->no_stacks) {
+		fprintf(stderr, "commtrace-bpf: --ops reads Python frames: not with --no-stacks\n");
 		return CT_EXIT_USAGE;
 	}
 	if (o->sharding && o->no_stacks) {

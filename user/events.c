@@ -22,6 +22,7 @@ _Static_assert(sizeof(struct ct_call_event) == 24 + 16 + 8 * CT_NVAL + 8 + 32 * 
 	       "ct_call_event layout");
 _Static_assert(sizeof(struct ct_pyframe_raw) == 32, "ct_pyframe_raw layout");
 _Static_assert(sizeof(struct ct_ret_event) == 48, "ct_ret_event layout");
+_Static_assert(sizeof(struct ct_op_event) == 56, "ct_op_event layout");
 _Static_assert(sizeof(struct ct_proc_event) == 48, "ct_proc_event layout");
 _Static_assert(sizeof(struct ct_frame) == 40, "ct_frame layout");
 
@@ -282,6 +283,14 @@ int ct_events_handle(void *ctx, void *data, size_t len)
 		if (len >= sizeof(struct ct_ret_event))
 			on_ret(s, data);
 		break;
+	case CT_EV_OP:
+	case CT_EV_OPEXIT: {
+		struct ct_proc *p = ct_proc_find(s, h->pid);
+
+		if (p && len >= sizeof(struct ct_op_event))
+			ct_py_on_op(s, p, data);
+		break;
+	}
 	case CT_EV_EXEC:
 	case CT_EV_FORK:
 	case CT_EV_EXIT:

@@ -246,7 +246,7 @@ static void check_liveness(struct ct_session *s)
 static int trace(struct ct_session *s)
 {
 	struct ct_opts *o = s->opts;
-	uint64_t t0, next_live, last_check = 0, deadline = 0;
+	uint64_t t0, next_live, last_check = 0, deadline = 0, consumed;
 	const char *why;
 	char libs[256];
 	int gate = -1, err, rc = CT_EXIT_OK, nprobes;

@@ -20,6 +20,7 @@
 #include "python/params.h"
 #include "python/profiles.h"
 #include "python/symbolize.h"
+#include "target/proc.h"
 
 /* Which rule a code object matched: looked up once per code object, not per event. */
 #define ROLE_CACHE 4096
@@ -47,6 +48,19 @@ struct ct_pystate {
 	struct role_slot roles[ROLE_CACHE];
 	struct name_slot names[NAME_CACHE];
 	uint64_t stacks, frames, symbolize_errors;
+	struct ct_ops_stats ops;
+};
+
+/* --ops: per process, the calls in flight on each thread as BPF sent them. */
+struct ct_pyops {
+	struct {
+		pid_t tid;
+		int n;
+		struct {
+			int32_t node; /* its tree node, or -1 (not kept, or merged) */
+			uint64_t code;
+		} at[CT_OPS_MAX_DEPTH];
+	} threads[CT_TREE_MAX_THREADS];
 };
 
 int ct_py_init(struct ct_session *s, char *err, size_t errlen)
@@ -83,6 +97,43 @@ void ct_py_free(struct ct_session *s)
 	s->py = NULL;
 }
 
+/* --ops: probe the frame evaluation entry of p's interpreter. */
+static int attach_ops(struct ct_session *s, struct ct_proc *p)
+{
+	struct ct_sym_want want = {.name = "_PyEval_EvalFrameDefault"};
+	struct ct_sym_found found = {0};
+	char fpath[PATH_MAX + 32], err[256];
+	struct ct_elf *e;
+	int rc;
+
+	rc = ct_proc_target_path(p->pid, p->py.path, fpath, sizeof(fpath));
+	if (rc)
+		return rc;
+	e = ct_elf_open(fpath, err, sizeof(err));
+	if (!e)
+		return -ENOENT;
+	ct_elf_resolve(e, &want, 1, &found);
+	if (found.found)
+		found.file_off += ct_elf_endbr_len(e, found.addr);
+	ct_elf_close(e);
+	if (!found.found) {
+		fprintf(stderr,
+			"commtrace-bpf: pid %d: no _PyEval_EvalFrameDefault in %s: --ops "
+			"sees no calls there\n",
+			p->pid, p->py.path);
+		return 0;
+	}
+	p->ops = calloc(1, sizeof(*p->ops));
+	if (!p->ops)
+		return -ENOMEM;
+	rc = ct_bpf_attach_pyops(s, p, fpath, found.file_off);
+	if (rc) {
+		free(p->ops);
+		p->ops = NULL;
+	}
+	return rc;
+}
+
 int ct_py_attach_proc(struct ct_session *s, struct ct_proc *p)
 {
 	struct ct_pyproc_bpf v = {0};
@@ -111,6 +162,8 @@ int ct_py_attach_proc(struct ct_session *s, struct ct_proc *p)
 	ct_info("commtrace: pid %d: CPython %d.%d, _PyRuntime at 0x%llx%s\n", p->pid, p->py.major,
 		p->py.minor, (unsigned long long)p->py.runtime_addr,
 		p->py.from_debug ? " (offsets from _Py_DebugOffsets)" : "");
+	if (s->opts->ops)
+		return attach_ops(s, p);
 	return 0;
 }
 
@@ -220,6 +273,27 @@ static const char *module_label(struct ct_pystate *st, struct ct_proc *p, uint64
 	return cls;
 }
 
+static uint8_t node_type(const struct ct_rule *r)
+{
+	return r->role == CT_ROLE_MODULE ? CT_NODE_MODULE
+	       : r->role == CT_ROLE_OP	 ? CT_NODE_OP
+					 : CT_NODE_REDISTRIBUTE;
+}
+
+/* The display name of a module/op/redistribute frame, by its rule. */
+static const char *node_name(struct ct_pystate *st, struct ct_proc *p, const struct ct_rule *r,
+			     const struct ct_pyframe *f, uint8_t type, uint64_t parent_module,
+			     uint64_t self, uint64_t arg1)
+{
+	if (type == CT_NODE_MODULE)
+		return module_label(st, p, parent_module, self);
+	if (r->name_from == CT_NAME_ARG1)
+		return object_label(st, p, arg1, true);
+	if (r->name_from == CT_NAME_SELF)
+		return object_label(st, p, self, false);
+	return ct_intern(r->name_from == CT_NAME_QUALNAME ? f->qualname : short_func(f->qualname));
+}
+
 int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
 		      const struct ct_func *fn, const char *dtype, uint64_t bytes)
 {
@@ -275,10 +349,7 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 		case CT_ROLE_OP:
 		case CT_ROLE_REDISTRIBUTE: {
 			struct ct_tree_frame *t = &path[npath];
-			uint8_t type = r->role == CT_ROLE_MODULE ? CT_NODE_MODULE
-				       : r->role == CT_ROLE_OP	 ? CT_NODE_OP
-								 : CT_NODE_REDISTRIBUTE;
-
+			uint8_t type = node_type(r);
 			uint64_t self = raw->self;
 
 			/* A module's forward may run its own _call_impl twice (hooks), or
@@ -295,19 +366,11 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 			t->code = raw->code;
 			t->self = self;
 			t->instr = raw->instr;
+			t->name = node_name(st, p, r, &f, type, parent_module, self, raw->arg1);
 			if (type == CT_NODE_MODULE) {
-				t->name = module_label(st, p, parent_module, self);
 				if (!parent_module)
 					p->root_module = self; /* for --sharding */
 				parent_module = self;
-			} else if (r->name_from == CT_NAME_ARG1) {
-				t->name = object_label(st, p, raw->arg1, true);
-			} else if (r->name_from == CT_NAME_SELF) {
-				t->name = object_label(st, p, self, false);
-			} else {
-				t->name = ct_intern(r->name_from == CT_NAME_QUALNAME
-							? f.qualname
-							: short_func(f.qualname));
 			}
 			npath++;
 			break;
@@ -334,6 +397,7 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 	c.dtype = dtype;
 	c.path = path;
 	c.npath = npath;
+	c.under_open = p->ops != NULL;
 	c.stack = stack;
 	c.nstack = nstack;
 	return ct_tree_add_call(&p->tree, &c);
@@ -344,4 +408,95 @@ void ct_py_stats(const struct ct_session *s, uint64_t *stacks, uint64_t *frames,
 	*stacks = s->py ? s->py->stacks : 0;
 	*frames = s->py ? s->py->frames : 0;
 	*errors = s->py ? s->py->symbolize_errors : 0;
+}
+
+/* --ops: tell BPF whether to keep sending this code object's calls. */
+static void set_verdict(struct ct_session *s, pid_t pid, uint64_t code, bool keep)
+{
+	struct ct_op_key key = {.tgid = (__u32)pid, .code = code};
+	__u8 v = keep ? CT_OPV_KEEP : CT_OPV_SKIP;
+
+	if (s->skel && !bpf_map_update_elem(bpf_map__fd(s->skel->maps.op_codes), &key, &v, BPF_ANY))
+		s->py->ops.verdicts++;
+}
+
+void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_event *ev)
+{
+	struct ct_pystate *st = s->py;
+	struct ct_pyops *ops = p->ops;
+	const struct ct_rule *r = NULL;
+	const struct ct_node *top;
+	struct ct_pyframe f;
+	int32_t node = -1;
+	int slot = -1, n;
+
+	if (!st || !ops)
+		return;
+	for (int i = 0; i < CT_TREE_MAX_THREADS && slot < 0; i++)
+		if (ops->threads[i].tid == (pid_t)ev->hdr.tid)
+			slot = i;
+	for (int i = 0; i < CT_TREE_MAX_THREADS && slot < 0; i++)
+		if (!ops->threads[i].tid && ev->hdr.type == CT_EV_OP)
+			slot = i;
+	if (slot < 0) {
+		st->ops.lost++; /* more threads calling profiled functions than slots */
+		return;
+	}
+	ops->threads[slot].tid = (pid_t)ev->hdr.tid;
+	n = ops->threads[slot].n;
+	if (ev->hdr.type == CT_EV_OPEXIT) {
+		if (!n || ops->threads[slot].at[n - 1].code != ev->code) {
+			st->ops.unpaired++;
+			return;
+		}
+		ops->threads[slot].n = --n;
+		ct_tree_exit(&p->tree, ev->hdr.tid, ops->threads[slot].at[n].node, ev->hdr.ts);
+		return;
+	}
+	st->ops.entries++;
+	if (!ct_py_symbolize(st->sym, p->pid, &p->py.offsets, ev->code, 0, &f)) {
+		r = role_of(st, p->pid, ev->code, &f);
+		if (r && r->role != CT_ROLE_MODULE && r->role != CT_ROLE_OP &&
+		    r->role != CT_ROLE_REDISTRIBUTE)
+			r = NULL; /* helpers and backward markers name collectives, not calls */
+		if (ev->unclassified) {
+			st->ops.unclassified++;
+			set_verdict(s, p->pid, ev->code, r != NULL);
+		} else if (!r) {
+			st->ops.unwanted++;
+		}
+	} else {
+		st->symbolize_errors++;
+	}
+	if (r) {
+		uint8_t type = node_type(r);
+		const struct ct_node *mod =
+		    ct_tree_open_node(&p->tree, ev->hdr.tid, CT_NODE_MODULE);
+
+		st->ops.kept++;
+		top = ct_tree_open_node(&p->tree, ev->hdr.tid, 0);
+		/* One node per module call (_wrapped_call_impl then _call_impl) and per
+		 * redistribution, as for stacks. */
+		if (!(top && top->type == type &&
+		      ((type == CT_NODE_MODULE && top->self == ev->self) ||
+		       type == CT_NODE_REDISTRIBUTE)))
+			node = ct_tree_enter(
+			    &p->tree, ev->hdr.tid, type,
+			    node_name(st, p, r, &f, type, mod ? mod->self : 0, ev->self, ev->arg1),
+			    ev->code, ev->self, ev->hdr.ts);
+		if (type == CT_NODE_MODULE && !mod)
+			p->root_module = ev->self;
+	}
+	if (n >= CT_OPS_MAX_DEPTH) {
+		st->ops.lost++;
+		return;
+	}
+	ops->threads[slot].at[n].node = node;
+	ops->threads[slot].at[n].code = ev->code;
+	ops->threads[slot].n = n + 1;
+}
+
+const struct ct_ops_stats *ct_py_ops_stats(const struct ct_session *s)
+{
+	return s->py ? &s->py->ops : NULL;
 }

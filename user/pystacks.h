@@ -13,6 +13,20 @@ int ct_py_attach_proc(struct ct_session *s, struct ct_proc *p);
 /* Put an outermost call with a Python stack into the process' tree: the node, or -1. */
 int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
 		      const struct ct_func *fn, const char *dtype, uint64_t bytes);
+/* --ops (user/pystacks.c). */
+struct ct_ops_stats {
+	uint64_t entries;      /* entry records received */
+	uint64_t kept;	       /* of them, profiled calls (tree nodes) */
+	uint64_t unclassified; /* of them, sent before BPF knew their code object */
+	uint64_t unwanted;     /* of them, not profiled although BPF knew it (0 unless
+				  the verdict map evicted it) */
+	uint64_t verdicts;     /* verdicts written to BPF */
+	uint64_t unpaired;     /* exits that matched no entry */
+	uint64_t lost;	       /* calls not followed: no thread slot, too deep */
+};
+
+void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_event *ev);
+const struct ct_ops_stats *ct_py_ops_stats(const struct ct_session *s);
 void ct_py_stats(const struct ct_session *s, uint64_t *stacks, uint64_t *frames, uint64_t *errors);
 
 #endif

@@ -37,6 +37,7 @@ struct ct_opts {
 	bool check;
 	bool wait_libs;
 	bool no_stacks;
+	bool ops;      /* --ops: entries and exits of profiled Python functions */
 	bool sharding; /* --sharding: parameters and placements of the root module */
 	bool quiet;
 	int verbose;
@@ -103,6 +104,7 @@ struct ct_proc {
 	bool py_checked, has_python;
 	uint64_t root_module;	  /* the outermost nn.Module seen on a stack (its address) */
 	struct ct_params *params; /* --sharding: read at the first root_module, or NULL */
+	struct ct_pyops *ops;	  /* --ops: its calls in flight per thread, or NULL */
 	/* the tree node of each thread's outermost call in flight, for its duration */
 	struct {
 		pid_t tid;
@@ -183,6 +185,8 @@ int ct_bpf_attach_ldso(struct ct_session *s, const char *path);
 int ct_bpf_trace_pid(struct ct_session *s, pid_t pid);
 /* A probe on the executable's entry point: all its startup libraries are mapped then. */
 int ct_bpf_attach_entry(struct ct_session *s, struct ct_proc *p);
+/* --ops: _PyEval_EvalFrameDefault at file offset off of path (as opened), for p only. */
+int ct_bpf_attach_pyops(struct ct_session *s, struct ct_proc *p, const char *path, uint64_t off);
 void ct_bpf_read_drops(struct ct_session *s);
 void ct_bpf_close(struct ct_session *s);
 /* Why BPF cannot be used here (missing capability, …), or NULL when it can. */

@@ -507,6 +507,7 @@ void ct_session_free(struct ct_session *s)
 		free(p->stats);
 		ct_tree_free(&p->tree);
 		ct_params_free(p->params);
+		free(p->ops);
 		free(p);
 	}
 	s->n_procs = 0;

@@ -213,6 +213,11 @@ int32_t ct_tree_add_call(struct ct_tree *t, const struct ct_tree_call *c)
 	struct ct_node *n;
 
 	count(t, c->helper ? c->helper : c->function);
+	if (c->under_open) { /* --ops: the open path is known from entries and exits */
+		parent = th->nopen ? th->open[th->nopen - 1] : -1;
+		npath = 0;
+		goto collective;
+	}
 	if (npath > CT_TREE_MAX_DEPTH - 1)
 		npath = CT_TREE_MAX_DEPTH - 1;
 	/* How much of the open path this call continues. */
@@ -242,6 +247,7 @@ int32_t ct_tree_add_call(struct ct_tree *t, const struct ct_tree_call *c)
 		th->open[th->nopen++] = node;
 		parent = node;
 	}
+collective:
 	node = new_node(t, parent, CT_NODE_COLLECTIVE, c->helper ? c->helper : c->function);
 	if (node < 0) {
 		t->dropped++;
@@ -261,6 +267,55 @@ int32_t ct_tree_add_call(struct ct_tree *t, const struct ct_tree_call *c)
 	n->nstack = c->nstack < CT_TREE_MAX_STACK ? c->nstack : CT_TREE_MAX_STACK;
 	memcpy(n->stack, c->stack, n->nstack * sizeof(n->stack[0]));
 	return node;
+}
+
+int32_t ct_tree_enter(struct ct_tree *t, uint32_t tid, uint8_t type, const char *name,
+		      uint64_t code, uint64_t self, uint64_t ts)
+{
+	struct ct_tree_thread *th = thread_of(t, tid);
+	int32_t node;
+
+	if (th->nopen >= CT_TREE_MAX_DEPTH - 1) {
+		t->dropped++;
+		return -1;
+	}
+	node = new_node(t, th->nopen ? th->open[th->nopen - 1] : -1, type, name);
+	if (node < 0) {
+		t->dropped++;
+		return -1;
+	}
+	t->nodes[node].code = code;
+	t->nodes[node].self = self;
+	t->nodes[node].tid = tid;
+	t->nodes[node].ts = ts;
+	th->open[th->nopen++] = node;
+	return node;
+}
+
+void ct_tree_exit(struct ct_tree *t, uint32_t tid, int32_t node, uint64_t ts)
+{
+	struct ct_tree_thread *th = thread_of(t, tid);
+
+	if (node < 0 || node >= t->n)
+		return;
+	for (int i = th->nopen - 1; i >= 0; i--) {
+		if (th->open[i] == node) {
+			th->nopen = i; /* and whatever an exit skipped above it */
+			break;
+		}
+	}
+	if (ts > t->nodes[node].ts)
+		t->nodes[node].duration = ts - t->nodes[node].ts;
+}
+
+const struct ct_node *ct_tree_open_node(struct ct_tree *t, uint32_t tid, uint8_t type)
+{
+	struct ct_tree_thread *th = thread_of(t, tid);
+
+	for (int i = th->nopen - 1; i >= 0; i--)
+		if (!type || t->nodes[th->open[i]].type == type)
+			return &t->nodes[th->open[i]];
+	return NULL;
 }
 
 void ct_tree_set_duration(struct ct_tree *t, int32_t node, uint64_t duration)

@@ -55,6 +55,7 @@ struct ct_tree_call {
 	const char *kind;     /* all_reduce, … */
 	uint8_t phase;
 	bool truncated;	    /* the stack was deeper than the walker's limit */
+	bool under_open;    /* --ops: under the thread's open node, path ignored */
 	int32_t group_size; /* -1 when unknown */
 	int32_t rank_in_group;
 	uint64_t bytes;
@@ -111,6 +112,15 @@ void ct_tree_free(struct ct_tree *t);
 /* Insert a collective and the path to it; the collective's node index, or -1 if dropped. */
 int32_t ct_tree_add_call(struct ct_tree *t, const struct ct_tree_call *c);
 void ct_tree_set_duration(struct ct_tree *t, int32_t node, uint64_t duration);
+/*
+ * --ops: a module/op/redistribute call entered on thread tid, under the node open there:
+ * its node (then open), or -1 if dropped. ct_tree_exit closes it and gives its duration.
+ */
+int32_t ct_tree_enter(struct ct_tree *t, uint32_t tid, uint8_t type, const char *name,
+		      uint64_t code, uint64_t self, uint64_t ts);
+void ct_tree_exit(struct ct_tree *t, uint32_t tid, int32_t node, uint64_t ts);
+/* The innermost node open on thread tid of that type (0: any type), or NULL. */
+const struct ct_node *ct_tree_open_node(struct ct_tree *t, uint32_t tid, uint8_t type);
 
 /* Interned strings: one copy per distinct string for the whole session, bounded. */
 const char *ct_intern(const char *s);

@@ -155,6 +155,8 @@ enum ct_ev_type {
 	CT_EV_FORK,	/* a traced process forked a new process */
 	CT_EV_EXIT,	/* a traced process exited (the last thread) */
 	CT_EV_DLOPEN,	/* the link map of a traced process changed */
+	CT_EV_OP,	/* --ops: entry of a Python function (struct ct_op_event) */
+	CT_EV_OPEXIT,	/* --ops: its return */
 };
 
 struct ct_hdr {
@@ -195,6 +197,42 @@ struct ct_proc_event {
 	char comm[CT_TASK_COMM_LEN];
 };
 
+/*
+ * --ops: the entry and exit of selected Python functions, from a uprobe and a uretprobe on
+ * the interpreter's _PyEval_EvalFrameDefault, which runs every frame entered from C (every
+ * frame in 3.10). User space tells BPF which code objects to keep (op_codes); until it
+ * has, a code object's calls are sent with `unclassified` set.
+ */
+#define CT_OPS_MAX_DEPTH 32 /* kept calls in flight per thread */
+
+struct ct_op_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 code;
+};
+
+#define CT_OPV_SKIP 1 /* op_codes values */
+#define CT_OPV_KEEP 2
+
+struct ct_op_event {
+	struct ct_hdr hdr; /* CT_EV_OP or CT_EV_OPEXIT */
+	__u64 code;	   /* the frame's code object */
+	__u64 self;	   /* localsplus[0], through a cell (CT_EV_OP) */
+	__u64 arg1;	   /* localsplus[1] (CT_EV_OP) */
+	__u8 unclassified; /* CT_EV_OP: op_codes did not know the code object yet */
+	__u8 pad[7];
+};
+
+struct ct_op_thread {
+	__u32 depth; /* _PyEval_EvalFrameDefault activations since the attach */
+	__u32 n;     /* kept calls in flight */
+	struct {
+		__u32 depth;
+		__u32 pad;
+		__u64 code;
+	} at[CT_OPS_MAX_DEPTH];
+};
+
 /* Per-thread state kept in BPF between entry and return. */
 struct ct_frame {
 	__u64 ts;
@@ -214,8 +252,8 @@ struct ct_thread {
 
 /* Drop and anomaly counters (per-CPU array, summed by user space). */
 enum ct_drop {
-	CT_DROP_RINGBUF = 0, /* ring buffer full: event lost */
-	CT_DROP_THREADS,     /* thread state map full */
+	CT_DROP_RINGBUF = 0, /* ring buffer full at a call: the call is lost */
+	CT_DROP_THREADS,     /* thread state map full: the call is lost */
 	CT_DROP_DEPTH,	     /* nesting deeper than CT_MAX_DEPTH */
 	CT_DROP_UNPAIRED,    /* a return without its entry (attached mid-call) */
 	CT_DROP_READ,	     /* an argument could not be read */

@@ -802,9 +802,9 @@ static void emit_tree_node(struct ct_chrome *c, const struct ct_tree *tr, int32_
 						 : "name");
 	ct_sbuf_jstr(&c->b, n->name);
 	ct_sbuf_printf(&c->b,
-		       ",\"tree_node\":%d,\"parent_node\":%d,\"depth\":%d,"
-		       "\"extent\":\"first to last descendant collective\"}}",
-		       i, n->parent, n->depth);
+		       ",\"tree_node\":%d,\"parent_node\":%d,\"depth\":%d,\"extent\":\"%s\"}}", i,
+		       n->parent, n->depth,
+		       n->duration ? "entry to exit" : "first to last descendant collective");
 	if (emit(c, start))
 		c->tree_slices++;
 	else
@@ -826,7 +826,7 @@ static void emit_tree(struct ct_chrome *c, struct ct_proc *p, struct cproc *cp)
 	bool *drop;
 	struct ct_span *sp;
 
-	if (!n || !cp->node_end)
+	if (!n) /* no collective and no --ops call */
 		return;
 	st = malloc((size_t)n * sizeof(*st));
 	en = calloc((size_t)n, sizeof(*en));
@@ -837,8 +837,16 @@ static void emit_tree(struct ct_chrome *c, struct ct_proc *p, struct cproc *cp)
 		c->err = -ENOMEM;
 		goto out;
 	}
-	for (int32_t i = 0; i < n; i++)
+	for (int32_t i = 0; i < n; i++) {
+		const struct ct_node *nd = &tr->nodes[i];
+
 		st[i] = UINT64_MAX;
+		if (nd->type != CT_NODE_COLLECTIVE && nd->duration) { /* --ops: entry to exit */
+			st[i] = nd->ts;
+			en[i] = nd->ts + nd->duration;
+			tid[i] = nd->tid;
+		}
+	}
 	for (int32_t i = 0; i < n && i < cp->node_cap; i++) {
 		const struct ct_node *nd = &tr->nodes[i];
 

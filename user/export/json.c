@@ -302,6 +302,19 @@ int ct_export_json(struct ct_session *s, const char *path)
 		cJSON_AddItemToObject(drops, "python_frames_unresolved", u64(unresolved));
 		cJSON_AddItemToObject(root, "python_stacks", u64(stacks));
 	}
+	if (s->opts->ops && ct_py_ops_stats(s)) {
+		const struct ct_ops_stats *o = ct_py_ops_stats(s);
+		cJSON *ops = cJSON_CreateObject();
+
+		cJSON_AddItemToObject(ops, "entries", u64(o->entries));
+		cJSON_AddItemToObject(ops, "kept", u64(o->kept));
+		cJSON_AddItemToObject(ops, "unclassified", u64(o->unclassified));
+		cJSON_AddItemToObject(ops, "unwanted", u64(o->unwanted));
+		cJSON_AddItemToObject(ops, "verdicts", u64(o->verdicts));
+		cJSON_AddItemToObject(ops, "unpaired_exits", u64(o->unpaired));
+		cJSON_AddItemToObject(ops, "lost", u64(o->lost));
+		cJSON_AddItemToObject(root, "ops", ops);
+	}
 	cJSON_AddItemToObject(root, "drops", drops);
 	clock = cJSON_CreateObject();
 	cJSON_AddStringToObject(clock, "source", "CLOCK_MONOTONIC");
