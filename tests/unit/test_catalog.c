@@ -179,7 +179,8 @@ TEST(catalog_torch_major)
 	char dir[] = "/tmp/ct-torch-XXXXXX", path[256];
 	FILE *f;
 
-	ASSERT_EQ(ct_torch_major("/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13"), 1, "versioned name");
+	ASSERT_EQ(ct_torch_major("/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13"), 1,
+		  "versioned name");
 	ASSERT_EQ(ct_torch_major("libtorch_cpu.so"), 0, "unknown");
 	ASSERT_TRUE(mkdtemp(dir) != NULL, "mkdtemp");
 	snprintf(path, sizeof(path), "%s/version.py", dir);

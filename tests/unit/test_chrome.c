@@ -173,8 +173,14 @@ TEST(intern_sanitizes_names)
 {
 	ASSERT_STREQ(ct_intern("fc2"), "fc2", "ASCII kept");
 	ASSERT_STREQ(ct_intern("caf\xc3\xa9"), "caf\xc3\xa9", "UTF-8 kept");
-	ASSERT_STREQ(ct_intern("a\xff" "b\x01" "c"), "a?b?c", "invalid byte, control");
+	ASSERT_STREQ(ct_intern("a\xff"
+			       "b\x01"
+			       "c"),
+		     "a?b?c", "invalid byte, control");
 	ASSERT_STREQ(ct_intern("x\xc3"), "x?", "truncated sequence");
 	ASSERT_STREQ(ct_intern("\xed\xa0\x80"), "???", "surrogate");
-	ASSERT_TRUE(ct_intern("a\xff" "b\x01" "c") == ct_intern("a?b?c"), "one interned copy");
+	ASSERT_TRUE(ct_intern("a\xff"
+			      "b\x01"
+			      "c") == ct_intern("a?b?c"),
+		    "one interned copy");
 }

@@ -24,7 +24,8 @@ const struct ct_libdesc ct_lib_ldso = {
 };
 
 const struct ct_libdesc *const ct_libs[] = {
-    &ct_lib_mpi, &ct_lib_gloo, &ct_lib_c10d, &ct_lib_c10d2, &ct_lib_nccl, &ct_lib_hccl, &ct_lib_ldso,
+    &ct_lib_mpi,  &ct_lib_gloo, &ct_lib_c10d, &ct_lib_c10d2,
+    &ct_lib_nccl, &ct_lib_hccl, &ct_lib_ldso,
 };
 const size_t ct_n_libs = ARRAY_LEN(ct_libs);
 
@@ -80,7 +81,8 @@ const char *ct_catalog_file_list(void)
 	if (buf[0])
 		return buf;
 	for (size_t i = 0; i < ct_n_libs; i++) {
-		if (ct_libs[i]->lib == CT_LIB_LDSO || (i && ct_libs[i]->files == ct_libs[i - 1]->files))
+		if (ct_libs[i]->lib == CT_LIB_LDSO ||
+		    (i && ct_libs[i]->files == ct_libs[i - 1]->files))
 			continue;
 		for (const char *const *f = ct_libs[i]->files; *f; f++) {
 			int n =

@@ -20,8 +20,8 @@
 
 struct ct_pyproc {
 	int major, minor;
-	uint64_t version_hex;  /* PY_VERSION_HEX from Py_Version or the debug offsets, or 0 */
-	uint64_t runtime_addr; /* &_PyRuntime in the target */
+	uint64_t version_hex;	 /* PY_VERSION_HEX from Py_Version or the debug offsets, or 0 */
+	uint64_t runtime_addr;	 /* &_PyRuntime in the target */
 	uint64_t cell_type_addr; /* &PyCell_Type, or 0 */
 	struct ct_py_offsets offsets;
 	bool from_debug;      /* _Py_DebugOffsets were read and applied */
