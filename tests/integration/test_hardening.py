@@ -6,7 +6,9 @@ output files never follow a planted symlink, and a target in its own mount names
 import json
 import os
 import signal
+import stat
 import subprocess
+import threading
 import time
 
 import pytest
@@ -169,6 +171,42 @@ def test_output_symlink_not_followed(bpf, progs, reaper, start_tracer, tmp_path)
     assert victim.read_text() == "precious\n", "the symlink's target was written through"
     assert not out.is_symlink() and json.loads(out.read_text())["total_counts"] > 0
     assert oct(out.stat().st_mode & 0o777) == "0o644"
+
+
+def test_output_to_fifo_written_in_place(bpf, progs, reaper, start_tracer, tmp_path):
+    """--json, --table, --chrome to a FIFO (as to /dev/null or a pipe): written through it,
+    never replaced by a renamed file (that once turned /dev/null into a regular file)."""
+    fifos = {k: tmp_path / f"{k}.fifo" for k in ("json", "table", "chrome")}
+    got = {}
+
+    def drain(k, p):
+        with open(p, "rb") as f:
+            got[k] = f.read()
+
+    readers = []
+    for k, p in fifos.items():
+        os.mkfifo(p)
+        readers.append(threading.Thread(target=drain, args=(k, p), daemon=True))
+        readers[-1].start()
+    wait = tmp_path / "go"
+    log = open(tmp_path / "hccl.log", "w")
+    drv = reaper.popen([str(PROGS / "hccl_driver"), str(PROGS / "libhccl.so"), "--rank", "0",
+                        "--nranks", "2", "--wait-file", wait, "--expect", tmp_path / "e",
+                        "--settle-ms", str(SETTLE_MS)], stdout=log, stderr=log)
+    wait_files([f"{wait}.pid"], procs=[drv])
+    tr = start_tracer(["-p", str(read_pid(f"{wait}.pid")), "--wait-libs", "--json",
+                       fifos["json"], "--table", fifos["table"], "--chrome", fifos["chrome"]])
+    tr.wait_attached()
+    touch(wait)
+    assert wait_proc(drv, 60, "hccl_driver") == 0
+    assert tr.wait() == 0, tr.describe()
+    for t in readers:
+        t.join(30)
+    for k, p in fifos.items():
+        assert stat.S_ISFIFO(os.lstat(p).st_mode), f"{k}: the FIFO was replaced"
+    assert json.loads(got["json"])["total_counts"] > 0
+    assert json.loads(got["chrome"])["traceEvents"]
+    assert not list(tmp_path.glob("*.tmp.*")), "no temporary left behind"
 
 
 def test_target_in_own_mount_namespace(bpf, progs, reaper, start_tracer, tmp_path):

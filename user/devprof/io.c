@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,7 +76,9 @@ int devprof_read_file(const char *path, uint64_t max, uint8_t **out, size_t *len
 int devprof_write_file(const char *path, const void *data, size_t len, struct devprof_err *err)
 {
 	char tmp[4096];
+	struct stat st;
 	size_t off = 0;
+	bool in_place;
 	int fd;
 
 	if (strcmp(path, "-") == 0) {
@@ -85,7 +88,11 @@ int devprof_write_file(const char *path, const void *data, size_t len, struct de
 	}
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path) >= (int)sizeof(tmp))
 		return devprof_errf(err, DEVPROF_E_IO, "output path too long: %s", path);
-	fd = mkstemp(tmp);
+	/* A device or a FIFO (/dev/null, a pipe) is written in place, never renamed over. */
+	in_place = !lstat(path, &st) && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode));
+	if (in_place)
+		tmp[0] = '\0';
+	fd = in_place ? open(path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC) : mkstemp(tmp);
 	if (fd < 0)
 		return devprof_errf(err, DEVPROF_E_IO,
 				    "cannot create a temporary file next to %s: %s", path,
@@ -98,6 +105,13 @@ int devprof_write_file(const char *path, const void *data, size_t len, struct de
 		if (n <= 0)
 			goto fail;
 		off += (size_t)n;
+	}
+	if (in_place) {
+		if (close(fd) < 0) {
+			fd = -1;
+			goto fail;
+		}
+		return 0;
 	}
 	if (fchmod(fd, 0644) < 0 || close(fd) < 0) {
 		fd = -1;
