@@ -129,20 +129,47 @@ def bench_pystack():
 
 def bench_training():
     port = 29700
-    def job(prefix):
+    def job(prefix, *args):
         nonlocal port
         port += 1
+        ddp = f"/usr/bin/python3 {WORK / 'train_ddp.py'} --steps 60 --step-sleep 0 {' '.join(args)}"
         script = (f"export MASTER_ADDR=127.0.0.1 MASTER_PORT={port} WORLD_SIZE=2; "
-                  f"RANK=1 /usr/bin/python3 {WORK / 'train_ddp.py'} --steps 60 --step-sleep 0 & "
-                  f"RANK=0 /usr/bin/python3 {WORK / 'train_ddp.py'} --steps 60 --step-sleep 0 "
-                  f"--time; wait")
+                  f"RANK=1 {ddp} & RANK=0 {ddp} --time; wait")
         return run(prefix + ["sh", "-c", script], "ns_per_step")
+    out = Path(tempfile.mkdtemp(prefix="commtrace-bench."))
+    every = [TRACER, "-q", "--ops", "--sharding", "--json", out / "t.json", "--table",
+             out / "t.txt", "--noise-level", "2", "--chrome", out / "t.chrome.json",
+             "--metrics", "0", "--"]
     rows = [
         ("untraced", median(lambda: job([]))),
         ("commtrace (stacks)", median(lambda: job([TRACER, "-q", "--"]))),
         ("commtrace --no-stacks", median(lambda: job([TRACER, "-q", "--no-stacks", "--"]))),
+        ("commtrace, every option", median(lambda: job(every))),
+        ("torch.profiler (shapes)", median(lambda: job([], "--torch-profiler"))),
     ]
+    shutil.rmtree(out, ignore_errors=True)
     table("DDP training, 2 Gloo ranks (PyTorch 1.13, CPU): ns per step", rows)
+
+
+def bench_ops():
+    """Seed 000's MLP (ops through __torch_function__): what --ops costs, against torch's
+    profiler on the same loop."""
+    port = 29800
+
+    def job(prefix, *args):
+        nonlocal port
+        port += 1
+        mlp = f"/usr/bin/python3 {WORK / 'seed000_mlp.py'} --forwards 300 --backward"
+        script = (f"export MASTER_ADDR=127.0.0.1 MASTER_PORT={port} WORLD_SIZE=2; "
+                  f"RANK=1 {mlp} {' '.join(args)} & RANK=0 {mlp} --time {' '.join(args)}; wait")
+        return run(prefix + ["sh", "-c", script], "ns_per_forward")
+    rows = [
+        ("untraced", median(lambda: job([]))),
+        ("commtrace (stacks)", median(lambda: job([TRACER, "-q", "--"]))),
+        ("commtrace --ops", median(lambda: job([TRACER, "-q", "--ops", "--"]))),
+        ("torch.profiler (shapes)", median(lambda: job([], "--torch-profiler"))),
+    ]
+    table("Seed 000's MLP, 2 Gloo ranks, forward + backward: ns per forward", rows)
 
 
 # ---------------------------------------------------------------------------------------
@@ -327,13 +354,15 @@ def main():
         sys.exit("bench: needs root (BPF)")
     print(f"commtrace bench: {os.uname().nodelen if hasattr(os.uname(), 'nodelen') else ''}"
           f"{os.cpu_count()} CPUs, kernel {os.uname().release}, median of {REPEAT} runs")
-    which = sys.argv[1:] or ["mpi", "pystack", "training", "events", "memory", "offline"]
+    which = sys.argv[1:] or ["mpi", "pystack", "training", "ops", "events", "memory", "offline"]
     if "mpi" in which:
         bench_mpi()
     if "pystack" in which:
         bench_pystack()
     if "training" in which:
         bench_training()
+    if "ops" in which:
+        bench_ops()
     if "events" in which:
         bench_events()
     if "memory" in which:

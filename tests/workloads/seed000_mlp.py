@@ -13,8 +13,11 @@ Ranks: MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE in the environment, Gloo backend.
   --backward        run loss.backward() after each forward
   --wait-file P     write the pid to P.pid.RANK after init, wait for P to exist
   --expect F        write this rank's ledger (what it did) to F.RANK as JSON
+  --time            rank 0 prints "ns_per_forward N" (the loop only)
+  --torch-profiler  run the loop under torch.profiler (CPU, shapes recorded)
 """
 import argparse
+import contextlib
 import json
 import os
 import time
@@ -95,6 +98,8 @@ def main():
     ap.add_argument("--backward", action="store_true")
     ap.add_argument("--wait-file")
     ap.add_argument("--expect")
+    ap.add_argument("--time", action="store_true")
+    ap.add_argument("--torch-profiler", action="store_true")
     a = ap.parse_args()
 
     dist.init_process_group("gloo")
@@ -106,11 +111,19 @@ def main():
             f.write(f"{os.getpid()}\n")
         while not os.path.exists(a.wait_file):
             time.sleep(0.02)
-    for _ in range(a.forwards):
-        x = DTensor.from_local(torch.randn(4, 16), ("Replicate()",))
-        out = model(x)
-        if a.backward:
-            out.to_local().sum().backward()
+    prof = contextlib.nullcontext()
+    if a.torch_profiler:
+        from torch.profiler import ProfilerActivity, profile
+        prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True)
+    t0 = time.perf_counter_ns()
+    with prof:
+        for _ in range(a.forwards):
+            x = DTensor.from_local(torch.randn(4, 16), ("Replicate()",))
+            out = model(x)
+            if a.backward:
+                out.to_local().sum().backward()
+    if a.time and rank == 0:
+        print(f"ns_per_forward {(time.perf_counter_ns() - t0) / a.forwards:.1f}", flush=True)
     ledger = {
         "rank": rank,
         "forwards": a.forwards,

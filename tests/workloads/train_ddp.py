@@ -8,9 +8,12 @@ backend, one process per rank (start them with MASTER_ADDR/MASTER_PORT/RANK/WORL
   --wait-file P    write the pid to P.pid.RANK after DDP is set up, wait for P to exist
   --expect F       write this rank's ledger to F.RANK (JSON)
   --time           rank 0 prints "ns_per_step N" (the training loop only)
+  --torch-profiler run the loop under torch.profiler (CPU, shapes recorded): the in-process
+                   reference that scripts/bench.py compares the tracer's cost with
 """
-import json
 import argparse
+import contextlib
+import json
 import os
 import time
 
@@ -18,6 +21,14 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def profiler(on):
+    """torch.profiler over the loop (its cost counted, its trace not written), or nothing."""
+    if not on:
+        return contextlib.nullcontext()
+    from torch.profiler import ProfilerActivity, profile
+    return profile(activities=[ProfilerActivity.CPU], record_shapes=True)
 
 
 def main():
@@ -28,6 +39,7 @@ def main():
     ap.add_argument("--wait-file")
     ap.add_argument("--expect")
     ap.add_argument("--time", action="store_true")
+    ap.add_argument("--torch-profiler", action="store_true")
     a = ap.parse_args()
 
     dist.init_process_group("gloo")
@@ -44,14 +56,16 @@ def main():
             f.write(f"{os.getpid()}\n")
         while not os.path.exists(a.wait_file):
             time.sleep(0.02)
+    prof = profiler(a.torch_profiler)
     t0 = time.perf_counter_ns()
-    for step in range(a.steps):
-        time.sleep(a.step_sleep)
-        x = torch.randn(32, 64)
-        loss = ddp(x).pow(2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    with prof:
+        for step in range(a.steps):
+            time.sleep(a.step_sleep)
+            x = torch.randn(32, 64)
+            loss = ddp(x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
     if a.time and rank == 0:
         print(f"ns_per_step {(time.perf_counter_ns() - t0) / a.steps:.1f}", flush=True)
     if a.expect:
