@@ -280,13 +280,27 @@ static uint8_t node_type(const struct ct_rule *r)
 					 : CT_NODE_REDISTRIBUTE;
 }
 
-/* The display name of a module/op/redistribute frame, by its rule. */
+/* A module's FQN from the root: "layers.3.mlp" under "layers.3". */
+static const char *module_fqn(const char *parent_fqn, const char *name)
+{
+	char buf[512];
+
+	if (!parent_fqn || !strcmp(parent_fqn, "(root)") || !strcmp(name, "(root)"))
+		return name;
+	snprintf(buf, sizeof(buf), "%s.%s", parent_fqn, name);
+	return ct_intern(buf);
+}
+
+/*
+ * The display name of a module/op/redistribute frame, by its rule; a module's is its
+ * FQN: parent_fqn is that of the enclosing module (NULL at the root).
+ */
 static const char *node_name(struct ct_pystate *st, struct ct_proc *p, const struct ct_rule *r,
 			     const struct ct_pyframe *f, uint8_t type, uint64_t parent_module,
-			     uint64_t self, uint64_t arg1)
+			     const char *parent_fqn, uint64_t self, uint64_t arg1)
 {
 	if (type == CT_NODE_MODULE)
-		return module_label(st, p, parent_module, self);
+		return module_fqn(parent_fqn, module_label(st, p, parent_module, self));
 	if (r->name_from == CT_NAME_ARG1)
 		return object_label(st, p, arg1, true);
 	if (r->name_from == CT_NAME_SELF)
@@ -303,6 +317,7 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 	struct ct_tree_call c = {0};
 	const char *helper = NULL;
 	uint64_t parent_module = 0;
+	const char *parent_fqn = NULL;
 	int npath = 0, nstack = 0, n = ev->py.nframes;
 	bool backward = false;
 
@@ -366,8 +381,10 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 			t->code = raw->code;
 			t->self = self;
 			t->instr = raw->instr;
-			t->name = node_name(st, p, r, &f, type, parent_module, self, raw->arg1);
+			t->name = node_name(st, p, r, &f, type, parent_module, parent_fqn, self,
+					    raw->arg1);
 			if (type == CT_NODE_MODULE) {
+				parent_fqn = t->name;
 				if (!parent_module)
 					p->root_module = self; /* for --sharding */
 				parent_module = self;
@@ -480,10 +497,10 @@ void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_eve
 		if (!(top && top->type == type &&
 		      ((type == CT_NODE_MODULE && top->self == ev->self) ||
 		       type == CT_NODE_REDISTRIBUTE)))
-			node = ct_tree_enter(
-			    &p->tree, ev->hdr.tid, type,
-			    node_name(st, p, r, &f, type, mod ? mod->self : 0, ev->self, ev->arg1),
-			    ev->code, ev->self, ev->hdr.ts);
+			node = ct_tree_enter(&p->tree, ev->hdr.tid, type,
+					     node_name(st, p, r, &f, type, mod ? mod->self : 0,
+						       mod ? mod->name : NULL, ev->self, ev->arg1),
+					     ev->code, ev->self, ev->hdr.ts);
 		if (type == CT_NODE_MODULE && !mod)
 			p->root_module = ev->self;
 	}

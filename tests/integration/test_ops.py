@@ -71,11 +71,12 @@ def test_ops_seed000(bpf, torch_available, reaper, start_tracer, tmp_path):
                          "Op(gelu)": forwards}, names
 
 
-def run_toy(reaper, start_tracer, tmp_path, python, forwards, *extra):
+def run_toy(reaper, start_tracer, tmp_path, python, forwards, *extra, nested=False):
     wait, out = tmp_path / "go", tmp_path / "trace.json"
     log = open(tmp_path / "py.log", "w")
     p = reaper.popen([str(python), str(WORKLOADS / "ops_toy.py"), "--forwards", str(forwards),
-                      "--wait-file", str(wait)], stdout=log, stderr=log)
+                      "--wait-file", str(wait), *(("--nested",) if nested else ())],
+                     stdout=log, stderr=log)
     wait_files([f"{wait}.pid"], timeout=60, procs=[p])
     pid = read_pid(f"{wait}.pid")
     tr = start_tracer(["-p", str(pid), "--json", out, "--profile", PROFILE, *extra])
@@ -119,6 +120,33 @@ def test_ops_off_by_default(bpf, mpi_available, reaper, start_tracer, tmp_path):
     assert "ops" not in js
     labels = [label(r) for _, r in flatten(debug_of(js, pid)["records"])]
     assert labels == ["Module((root))", "Module(fc2)", "Collective(MPI_Barrier)"] * 2, labels
+
+
+@pytest.mark.parametrize("ops", [False, True])
+def test_module_fqn_through_module_list(bpf, mpi_available, reaper, start_tracer, tmp_path,
+                                        ops):
+    """A ModuleList's item is called by its owner's owner: named by its path from the root
+    (layers.1.mlp.down_proj), with stacks alone and with --ops."""
+    js, pid, tr = run_toy(reaper, start_tracer, tmp_path, INTERPRETERS["3.11-debian"], 2,
+                          *(("--ops",) if ops else ()), nested=True)
+    records = debug_of(js, pid)["records"]
+    if ops:
+        def block(i):
+            return (f"Module(layers.{i})", [(f"Module(layers.{i}.mlp)", [
+                (f"Module(layers.{i}.mlp.up_proj)", [("Op(linear)", [])]),
+                ("Op(gelu)", []),
+                (f"Module(layers.{i}.mlp.down_proj)", [("Op(linear)", []),
+                                                       ("Collective(MPI_Barrier)", [])])])])
+        want = [("Module((root))", [block(0), block(1)])] * 2
+    else:
+        def block(i):
+            return (f"Module(layers.{i})", [(f"Module(layers.{i}.mlp)", [
+                (f"Module(layers.{i}.mlp.down_proj)", [("Collective(MPI_Barrier)", [])])])])
+        # From stacks alone, the loop's second call of the same site starts a new tree
+        # (tree.h): --ops is what tells invocations apart.
+        want = [("Module((root))", [block(0)]), ("Module((root))", [block(1)])] * 2
+    assert [tree_of(r) for r in records] == want, \
+        json.dumps([tree_of(r) for r in records], indent=1)
 
 
 def test_ops_needs_stacks(tracer_path):

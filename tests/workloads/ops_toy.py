@@ -12,6 +12,9 @@ MPI_Barrier. Helpers that are not in the profile (scale(), Tensorish.__init__ en
 C) run in every forward: --ops must not send them after the first sightings.
 
   --forwards N    forward passes (default 3)
+  --nested        the model is a transformer in miniature instead: a ModuleList of 2
+                  blocks (never called itself), each with an mlp whose down_proj issues
+                  the barrier: FQNs layers.0.mlp.down_proj, layers.1.mlp.down_proj
   --pause S       sleep S seconds after each forward (default 0.25: the tracer reads
                   its ring buffer every 100 ms, and BPF filters a code object only once
                   user space has classified it)
@@ -87,15 +90,53 @@ class MLP(Module):
         return self.fc2(dispatch(gelu, self.fc1(scale(x))))
 
 
+class ModuleList(Module):
+    def __init__(self, mods):
+        super().__init__()
+        for i, m in enumerate(mods):
+            self.add(str(i), m)
+
+
+class MLPBlock(Module):
+    def __init__(self):
+        super().__init__()
+        self.add("up_proj", Linear(2.0))
+        self.add("down_proj", Linear(0.5, collective=True))
+
+    def forward(self, x):
+        return self.down_proj(dispatch(gelu, self.up_proj(x)))
+
+
+class Block(Module):
+    def __init__(self):
+        super().__init__()
+        self.add("mlp", MLPBlock())
+
+    def forward(self, x):
+        return self.mlp(x)
+
+
+class Transformer(Module):
+    def __init__(self):
+        super().__init__()
+        self.add("layers", ModuleList([Block(), Block()]))
+
+    def forward(self, x):
+        for i in range(2):
+            x = self.layers._modules[str(i)](x)
+        return x
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--forwards", type=int, default=3)
+    ap.add_argument("--nested", action="store_true")
     ap.add_argument("--pause", type=float, default=0.25)
     ap.add_argument("--wait-file")
     a = ap.parse_args()
     if mpi.MPI_Init(None, None) != 0:
         sys.exit("MPI_Init failed")
-    model = MLP()
+    model = Transformer() if a.nested else MLP()
     if a.wait_file:
         with open(a.wait_file + ".pid", "w") as f:
             f.write(f"{os.getpid()}\n")

@@ -509,18 +509,91 @@ int ct_py_read_int(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct
 	return 0;
 }
 
+/* Breadth-first search of parent's submodules for child, bounded. */
+#define MODULE_SEARCH_DEPTH 4	/* "layers.3.mlp.down_proj" is 4 deep */
+#define MODULE_SEARCH_MAX   256 /* submodules looked into */
+
+struct module_search {
+	pid_t pid;
+	const struct ct_py_objoffsets *oo;
+	const struct ct_py_offsets *o;
+	uint64_t child;
+	struct {
+		uint64_t obj;
+		int parent; /* index in q, -1: the root of the search */
+		uint64_t key;
+	} q[MODULE_SEARCH_MAX];
+	int n, at, found;
+};
+
+static int search_entry(void *ctx, uint64_t key, uint64_t val)
+{
+	struct module_search *m = ctx;
+
+	if (m->n == MODULE_SEARCH_MAX)
+		return 1;
+	m->q[m->n].obj = val;
+	m->q[m->n].parent = m->at;
+	m->q[m->n].key = key;
+	if (val == m->child) {
+		m->found = m->n++;
+		return 1;
+	}
+	m->n++;
+	return 0;
+}
+
+static int depth_of(const struct module_search *m, int i)
+{
+	int d = 0;
+
+	for (; i >= 0; i = m->q[i].parent)
+		d++;
+	return d;
+}
+
 int ct_py_module_name(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
 		      uint64_t parent, uint64_t child, char *buf, size_t len)
 {
-	uint64_t modules;
-	int err;
+	struct module_search *m;
+	int chain[MODULE_SEARCH_DEPTH], nchain = 0, err = -ENOENT;
+	size_t off = 0;
 
 	if (!len)
 		return -EINVAL;
 	buf[0] = '\0';
-	err = ct_py_getattr(pid, oo, o, parent, "_modules", &modules);
-	if (!err)
-		err = ct_py_dict_key_of(pid, oo, o, modules, child, buf, len);
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	*m = (struct module_search){.pid = pid, .oo = oo, .o = o, .child = child, .found = -1};
+	/* The direct children first, then theirs: a ModuleList's item is found as "3" of
+	 * "layers", named "layers.3". */
+	for (m->at = -1; m->found < 0 && m->at < m->n; m->at++) {
+		uint64_t obj = m->at < 0 ? parent : m->q[m->at].obj, modules;
+
+		if (m->at >= 0 && depth_of(m, m->at) >= MODULE_SEARCH_DEPTH)
+			continue;
+		int rc = ct_py_getattr(pid, oo, o, obj, "_modules", &modules);
+
+		if (!rc)
+			rc = ct_py_dict_foreach(pid, oo, o, modules, search_entry, m);
+		if (rc && m->at < 0) { /* the parent itself has no readable _modules */
+			err = rc;
+			break;
+		}
+	}
+	if (m->found >= 0) {
+		for (int i = m->found; i >= 0 && nchain < MODULE_SEARCH_DEPTH; i = m->q[i].parent)
+			chain[nchain++] = i;
+		err = 0;
+		for (int k = nchain - 1; k >= 0 && !err; k--) {
+			if (off && off + 1 < len)
+				buf[off++] = '.';
+			err = ct_py_read_str(pid, o, m->q[chain[k]].key, buf + off, len - off);
+			off += strlen(buf + off);
+		}
+	}
+	free(m);
 	return err;
 }
 

@@ -46,8 +46,10 @@ int ct_py_dict_key_of(pid_t pid, const struct ct_py_objoffsets *oo, const struct
 		      uint64_t dict, uint64_t value, char *buf, size_t len);
 
 /*
- * The attribute name of nn.Module child in parent: its key in parent._modules ("fc2", "0").
- * On error the caller falls back to the class name.
+ * The name of nn.Module child under parent: its key in parent._modules ("fc2", "0"), or,
+ * when it is deeper (a ModuleList's item called by its owner's owner), the dotted path of
+ * keys ("layers.3"), searched breadth-first up to 4 levels and 256 submodules. On error
+ * the caller falls back to the class name.
  */
 int ct_py_module_name(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
 		      uint64_t parent, uint64_t child, char *buf, size_t len);
