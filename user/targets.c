@@ -468,6 +468,11 @@ int ct_prescan_system_libs(struct ct_session *s)
 			snprintf(path, sizeof(path), "%s/%s", dirs[i], e->d_name);
 			if (!realpath(path, real))
 				continue;
+			/* By the file itself: libtorch_cpu.so links to libtorch_cpu.so.1.13, and
+			 * the versioned name picks the layout (two names, one description). */
+			desc = ct_catalog_match_file(real);
+			if (!desc)
+				continue;
 			f = ct_file_get(s, real, desc, err, sizeof(err));
 			if (!f || f->wide || !f->n_found)
 				continue;
