@@ -26,7 +26,7 @@ import pytest
 
 from conftest import (
     PROGS, PYTHON, WORKLOADS, assert_matches_ledger, free_port, library_of, load_ledger,
-    load_trace_json, process_by_pid, read_pid, run_tracer, touch, wait_files, wait_proc,
+    kill_pid, load_trace_json, process_by_pid, read_pid, run_tracer, touch, wait_files, wait_proc,
 )
 
 MPI_PROG = PROGS / "mpi_collectives"
@@ -381,3 +381,135 @@ def test_metrics_endpoint_http(bpf, reaper, start_tracer):
     tr.signal(2)
     assert tr.wait() == 0, tr.describe()
     assert_endpoint_closed(f"127.0.0.1:{m.group(2)}")
+
+
+# ---------------------------------------------------------------------------------------
+# The diagnosis' findings as metrics (user/diag/diag_metrics.c), on diag_faults.py's
+# Gloo job with a fault injected: scraped while the tracer still runs.
+
+EXPO_LINE = re.compile(r'^([a-z_]+)(?:\{(.*)\})? (\S+)$')
+
+
+def scrape(target):
+    """{(metric, ((label, value), ...)): value} of one scrape of the endpoint."""
+    status, ctype, body = http_get(f"http://{target}/metrics")
+    assert status == 200 and ctype.startswith("text/plain; version=0.0.4"), (status, ctype)
+    out = {}
+    for line in body.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = EXPO_LINE.match(line)
+        assert m, f"unparsable exposition line {line!r}"
+        labels = tuple(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
+        out[(m.group(1), labels)] = float(m.group(3))
+    return out
+
+
+def findings_of(sample):
+    return {dict(l)["kind"]: v for (n, l), v in sample.items() if n == "commtrace_findings_total"}
+
+
+def late_of(sample):
+    return {dict(l)["rank"]: v for (n, l), v in sample.items()
+            if n == "commtrace_late_collectives_total"}
+
+
+def scrape_until(target, pred, timeout=60, what="condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        s = scrape(target)
+        if pred(s):
+            return s
+        assert time.monotonic() < deadline, f"no scrape with {what} within {timeout}s: " + \
+            str({k: v for k, v in s.items() if "commtrace_diag" in k[0] or
+                 "finding" in k[0] or "hung" in k[0] or "matched" in k[0]})
+        time.sleep(0.3)
+
+
+KINDS = ["late_rank", "mismatch", "hang", "comm_creation_in_steps", "repeated_full_allgather",
+         "serialized_reductions", "traffic_growth"]
+
+
+def test_metrics_diag_hang_prometheus(bpf, torch_available, prometheus_bin, reaper,
+                                      start_tracer, tmp_path):
+    from test_diag import FAULTS, start_ranks
+
+    k = 2
+    out = tmp_path / "trace.json"
+    ranks, pids, wait = start_ranks(reaper, tmp_path, FAULTS,
+                                    ["--steps", 5, "--hang-rank", 1, "--hang-step", k])
+    tr = start_tracer(["-p", ",".join(map(str, pids)), "--json", out, "--hang-after", 2,
+                       "--metrics", "0"])
+    target = metrics_target(tr)
+    tr.wait_attached()
+    prom = Prometheus(reaper, tmp_path, target)
+    s = scrape(target)
+    assert s[("commtrace_diagnosis_available", ())] == 1
+    assert findings_of(s) == {kind: 0 for kind in KINDS}, findings_of(s)
+    assert s[("commtrace_hung_ranks", ())] == 0
+    touch(wait)
+    tr.wait_line("commtrace: HANG:", timeout=60)
+    # The endpoint, while the ranks hang: rank 0 blocked in #2k+2, rank 1 never came.
+    s = scrape_until(target, lambda s: s[("commtrace_hung_ranks", ())] == 1, what="a hung rank")
+    assert findings_of(s) == dict({kind: 0 for kind in KINDS}, hang=1), findings_of(s)
+    # broadcast #1 and steps 0..k-1 (2 each) matched; #2k+2 is the one rank 0 waits in
+    assert s[("commtrace_collectives_matched_total", ())] == 1 + 2 * k
+    assert late_of(s) == {"0": 0, "1": 0}, late_of(s)
+    # ... and Prometheus, scraping it
+    deadline = time.monotonic() + 60
+    while True:
+        hung = prom.query('commtrace_hung_ranks{job="commtrace"}')
+        hang = prom.query('commtrace_findings_total{job="commtrace",kind="hang"}')
+        if hung and hang and hung[0][1] == 1 and hang[0][1] == 1:
+            break
+        assert time.monotonic() < deadline, f"Prometheus: hung {hung}, hang findings {hang}"
+        time.sleep(0.25)
+    assert [v for _, v in prom.query(
+        'sum(commtrace_findings_total{job="commtrace",kind!="hang"})')] == [0]
+    assert tr.proc.poll() is None, tr.describe()
+    for p in ranks:
+        for pid in [p.pid] + pids:
+            kill_pid(pid)
+    assert tr.wait() == 0, tr.describe()
+    assert [f["kind"] for f in load_trace_json(out)["findings"]] == ["hang"]
+
+
+def run_held(reaper, start_tracer, tmp_path, args):
+    """diag_faults.py held at a quiet point after its last step: (scrape, tracer, pids)."""
+    from test_diag import FAULTS, start_ranks
+
+    done, hold = tmp_path / "done", tmp_path / "hold"
+    ranks, pids, wait = start_ranks(reaper, tmp_path, FAULTS,
+                                    [*args, "--done-file", done, "--hold-file", hold])
+    tr = start_tracer(["-p", ",".join(map(str, pids)), "--metrics", "0", "--hang-after", 2])
+    target = metrics_target(tr)
+    tr.wait_attached()
+    touch(wait)
+    wait_files([f"{done}.{r}" for r in (0, 1)], timeout=180, procs=ranks)
+    steps = int(args[args.index("--steps") + 1])
+    s = scrape_until(target, lambda s: s.get(("commtrace_collectives_matched_total", ())) ==
+                     1 + 2 * steps, what=f"{1 + 2 * steps} collectives matched")
+    assert tr.proc.poll() is None, tr.describe()
+    touch(hold)
+    for r, p in enumerate(ranks):
+        assert wait_proc(p, 120, f"rank {r}") == 0
+    assert tr.wait() == 0, tr.describe()
+    return s
+
+
+def test_metrics_diag_late_rank(bpf, torch_available, reaper, start_tracer, tmp_path):
+    delay = 1.0
+    s = run_held(reaper, start_tracer, tmp_path,
+                 ["--steps", 5, "--sleep-rank", 1, "--sleep-step", 3, "--sleep", delay])
+    assert findings_of(s) == dict({kind: 0 for kind in KINDS}, late_rank=1), findings_of(s)
+    assert late_of(s) == {"0": 0, "1": 1}, late_of(s)
+    assert abs(s[("commtrace_skew_max_seconds", ())] - delay) <= 0.4, s
+    assert s[("commtrace_hung_ranks", ())] == 0
+
+
+def test_metrics_diag_clean(bpf, torch_available, reaper, start_tracer, tmp_path):
+    s = run_held(reaper, start_tracer, tmp_path, ["--steps", 5])
+    assert s[("commtrace_diagnosis_available", ())] == 1
+    assert findings_of(s) == {kind: 0 for kind in KINDS}, findings_of(s)
+    assert late_of(s) == {"0": 0, "1": 0}, late_of(s)
+    assert s[("commtrace_hung_ranks", ())] == 0 and s[("commtrace_late_ranks", ())] == 0

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "harness.h"
+#include "diag/diag.h"
 #include "export/chrome.h"
 #include "metrics/metrics.h"
 #include "session.h"
@@ -177,4 +178,71 @@ TEST(metrics_render)
 out:
 	ct_sbuf_free(&b);
 	free(p.stats);
+}
+
+/* The diagnosis' findings in the exposition (user/diag/diag_metrics.c): a live hang. */
+TEST(metrics_findings)
+{
+	static const struct ct_stack_line site[] = {{"step", "/job/train.py", 42}};
+	struct ct_diag_opts o = {.hang_ns = 2000000000ULL, .late_ns = 100000000ULL};
+	struct ct_session s = {0};
+	struct ct_sbuf b = {0};
+	uint64_t t = 1000000000ULL;
+
+	s.diag = ct_diag_new(&o);
+	if (!ASSERT_NOT_NULL(s.diag, "diag"))
+		return;
+	/* #1: rank 1 arrives 0.5 s late; #2: rank 0 waits for rank 1, which never comes */
+	for (int k = 0; k < 2; k++)
+		for (int r = 0; r < 2; r++) {
+			struct ct_diag_call c = {.pid = 100 + r,
+						 .tid = 100 + r,
+						 .rank = r,
+						 .lib = CT_LIB_MPI,
+						 .kind = CT_K_ALLREDUCE,
+						 .function = "MPI_Allreduce",
+						 .comm = 0x1000 + r,
+						 .comm_size = 2,
+						 .comm_rank = r,
+						 .has_count = true,
+						 .count = 4,
+						 .dtype = "MPI_FLOAT",
+						 .bytes = 16,
+						 .ts = t + (r ? 500000000ULL : 0),
+						 .stack = site,
+						 .nstack = 1};
+
+			if (k == 1 && r == 1)
+				break;
+			ct_diag_call(s.diag, &c);
+			if (k == 0)
+				ct_diag_ret(s.diag, 100 + r, 100 + r, 0, t + 600000000ULL);
+			if (k == 0 && r == 1)
+				t += 1000000000ULL;
+		}
+	ct_metrics_render(&s, &b, 1, 0);
+#define L(x) has_line(b.buf, x)
+	L("commtrace_diagnosis_available 1");
+	L("commtrace_findings_total{kind=\"hang\"} 0");
+	L("commtrace_findings_total{kind=\"late_rank\"} 1");
+	L("commtrace_findings_total{kind=\"mismatch\"} 0");
+	L("commtrace_hung_ranks 0");
+	L("commtrace_late_ranks 1");
+	L("commtrace_collectives_matched_total 1");
+	L("commtrace_skew_max_seconds 0.500000000");
+	L("commtrace_skew_last_seconds 0.500000000");
+	L("commtrace_late_collectives_total{rank=\"0\"} 0");
+	L("commtrace_late_collectives_total{rank=\"1\"} 1");
+	ASSERT_EQ(ct_diag_check(s.diag, t + 2100000000ULL), 1, "hang alert");
+	ct_metrics_render(&s, &b, 2, 0);
+	L("commtrace_findings_total{kind=\"hang\"} 1");
+	L("commtrace_hung_ranks 1");
+	/* The blocked rank is killed: no rank hung now, the counter stays. */
+	ct_diag_proc_exit(s.diag, 100);
+	ct_metrics_render(&s, &b, 3, 0);
+	L("commtrace_findings_total{kind=\"hang\"} 1");
+	L("commtrace_hung_ranks 0");
+#undef L
+	ct_sbuf_free(&b);
+	ct_diag_free(s.diag);
 }

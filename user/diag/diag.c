@@ -29,7 +29,8 @@ struct rec {
 	bool has_count, returned, exec_wait, exec_started, exec_done, aborted, alerted;
 	bool matched, helper;
 	uint8_t nstack;
-	int8_t site; /* index in stack of the call site, -1: none */
+	int32_t logi; /* its diag_log entry, -1: none */
+	int8_t site;  /* index in stack of the call site, -1: none */
 	struct ct_stack_line stack[CT_DIAG_STACK];
 };
 
@@ -138,6 +139,15 @@ struct dproc {
 	uint64_t nc_confirmed; /* evicted ones that were inside a step run */
 	uint64_t wait_ns, matched;
 	struct steps st;
+	/* diag_log (merge): the first CT_DIAG_LOG collectives, stacks deduplicated */
+	struct ct_diag_logrec *log;
+	uint32_t nlog, caplog;
+	struct logstack {
+		uint32_t hash;
+		uint8_t n;
+		struct ct_stack_line l[CT_DIAG_STACK];
+	} * stacks;
+	int nstacks;
 };
 
 struct ct_diag {
@@ -156,6 +166,10 @@ struct ct_diag {
 	struct ct_diag_finding *f;
 	int nf;
 	struct ct_diag_drops drops;
+	uint64_t kind_hw[CT_DIAG_KINDS + 1]; /* findings per kind, high-water (--metrics) */
+	uint64_t skew_max, skew_last;
+	bool last_late;
+	uint64_t nlog; /* logged collectives, all processes */
 };
 
 /* ---- small helpers ---------------------------------------------------------------------- */
@@ -291,8 +305,11 @@ void ct_diag_free(struct ct_diag *d)
 {
 	if (!d)
 		return;
-	for (int i = 0; i < d->nprocs; i++)
+	for (int i = 0; i < d->nprocs; i++) {
+		free(d->procs[i]->log);
+		free(d->procs[i]->stacks);
 		free(d->procs[i]);
+	}
 	for (int i = 0; i < d->ncomms; i++)
 		free(d->comms[i]);
 	for (int i = 0; i < d->nmembers; i++)
@@ -627,6 +644,98 @@ static int16_t handle_member(struct ct_diag *d, struct dproc *p, const struct ct
 	return mi;
 }
 
+/* ---- diag_log ------------------------------------------------------------------------------ */
+
+/* The frames kept for a collective: the innermost CT_DIAG_STACK, the call site last if deeper. */
+static uint8_t keep_frames(struct ct_stack_line *out, const struct ct_stack_line *in, int n, int si)
+{
+	uint8_t k = (uint8_t)(n < CT_DIAG_STACK ? (n > 0 ? n : 0) : CT_DIAG_STACK);
+
+	if (k)
+		memcpy(out, in, k * sizeof(*out));
+	if (si >= CT_DIAG_STACK)
+		out[CT_DIAG_STACK - 1] = in[si];
+	return k;
+}
+
+static int16_t log_stack(struct ct_diag *d, struct dproc *p, const struct ct_stack_line *l,
+			 uint8_t n)
+{
+	uint32_t h = 2166136261u;
+	struct logstack *e;
+
+	if (!n)
+		return -1;
+	for (int i = 0; i < n; i++)
+		h = (h ^ (uint32_t)(uintptr_t)l[i].qualname ^ (uint32_t)l[i].line) * 16777619u;
+	for (int i = 0; i < p->nstacks; i++) {
+		e = &p->stacks[i];
+		if (e->hash == h && e->n == n && !memcmp(e->l, l, n * sizeof(*l)))
+			return (int16_t)i;
+	}
+	if (!p->stacks)
+		p->stacks = calloc(CT_DIAG_LOG_STACKS, sizeof(*p->stacks));
+	if (!p->stacks || p->nstacks == CT_DIAG_LOG_STACKS) {
+		d->drops.log_stacks_dropped++;
+		return -1;
+	}
+	e = &p->stacks[p->nstacks];
+	e->hash = h;
+	e->n = n;
+	memcpy(e->l, l, n * sizeof(*l));
+	return (int16_t)p->nstacks++;
+}
+
+/* Appends a collective (or creation) to the process' diag_log; its index, or -1. */
+static int32_t log_add(struct ct_diag *d, struct dproc *p, const struct ct_diag_call *c,
+		       int16_t comm, int si, bool helper, bool creation)
+{
+	struct ct_stack_line fr[CT_DIAG_STACK];
+	struct ct_diag_logrec *e;
+
+	if (d->o.no_log)
+		return -1;
+	if (p->nlog == CT_DIAG_LOG || d->nlog >= CT_DIAG_LOG_TOTAL) {
+		d->drops.log_dropped++;
+		return -1;
+	}
+	if (p->nlog == p->caplog) {
+		uint32_t cap = p->caplog ? p->caplog * 2 : 64;
+		struct ct_diag_logrec *n = realloc(p->log, cap * sizeof(*n));
+
+		if (!n) {
+			d->drops.log_dropped++;
+			return -1;
+		}
+		p->log = n;
+		p->caplog = cap;
+	}
+	e = &p->log[p->nlog];
+	memset(e, 0, sizeof(*e));
+	e->ts = c->ts;
+	e->count = c->count;
+	e->has_count = c->has_count;
+	e->bytes = c->bytes;
+	e->function = c->function;
+	e->dtype = c->dtype;
+	e->tid = c->tid;
+	e->comm_size = c->comm_size;
+	e->comm_rank = c->comm_rank;
+	e->comm = comm;
+	e->helper = helper;
+	e->creation = creation;
+	e->stack =
+	    c->nstack > 0 ? log_stack(d, p, fr, keep_frames(fr, c->stack, c->nstack, si)) : -1;
+	d->nlog++;
+	return (int32_t)p->nlog++;
+}
+
+static void log_end(struct dproc *p, const struct rec *r, uint64_t ts)
+{
+	if (r->logi >= 0 && (uint32_t)r->logi < p->nlog)
+		p->log[r->logi].end = ts;
+}
+
 /* ---- matching ------------------------------------------------------------------------------ */
 
 static void top_add(struct ct_diag *d, const struct ct_diag_top *t)
@@ -689,6 +798,10 @@ static void match_try(struct ct_diag *d, int16_t ci, uint64_t seq)
 	}
 	c->matched++;
 	d->matched++;
+	d->skew_last = hi - lo;
+	if (hi - lo > d->skew_max)
+		d->skew_max = hi - lo;
+	d->last_late = hi - lo >= d->o.late_ns;
 	for (int i = 0; i < c->nmembers; i++) {
 		struct dproc *p = d->procs[ms[i]->proc];
 
@@ -892,7 +1005,8 @@ static void serial_check(struct ct_diag *d, struct dproc *p, int16_t mi, const s
 	p->last[slot].seq = r->seq;
 }
 
-void ct_diag_call(struct ct_diag *d, const struct ct_diag_call *c)
+/* The call's record: *mi_out and the returned sequence number (0: none). */
+static uint64_t diag_call(struct ct_diag *d, const struct ct_diag_call *c, int16_t *mi_out)
 {
 	const struct ct_stack_line *site = NULL;
 	struct dproc *p;
@@ -902,31 +1016,35 @@ void ct_diag_call(struct ct_diag *d, const struct ct_diag_call *c)
 	int si;
 	bool helper;
 
+	*mi_out = -1;
 	if (!d || c->depth != 0)
-		return;
+		return 0;
 	if (c->kind != CT_K_COMM_INIT && c->kind != CT_K_COMM_SPLIT && !matchable(c->kind))
-		return;
+		return 0;
 	p = proc_get(d, c->pid, c->rank);
 	if (!p) {
 		d->drops.procs_over_limit++;
-		return;
+		return 0;
 	}
 	si = c->nstack > 0 ? site_index(c->stack, c->nstack) : -1;
 	if (si >= 0)
 		site = &c->stack[si];
 	if (c->kind == CT_K_COMM_INIT || c->kind == CT_K_COMM_SPLIT) {
 		newcomm_add(d, p, c->function, true, site, NULL);
-		return;
+		log_add(d, p, c, -1, si, false, true);
+		return 0;
 	}
-	if (c->lib == CT_LIB_GLOO && p->c10d_gloo) {
+	if (c->lib == CT_LIB_GLOO && p->c10d_gloo && !c->replayed) {
 		exec_start(d, p, c);
-		return;
+		return 0;
 	}
-	helper = helper_frame(c->stack, c->nstack);
+	helper = c->replayed ? c->helper : helper_frame(c->stack, c->nstack);
 	mi = handle_member(d, p, c, site);
 	steps_add(&p->st, c, site, helper);
-	if (mi < 0)
-		return;
+	if (mi < 0) {
+		log_add(d, p, c, -1, si, helper, false);
+		return 0;
+	}
 	m = d->members[mi];
 	d->comms[m->comm]->collectives++;
 	if (d->comms[m->comm]->ambiguous)
@@ -955,6 +1073,13 @@ void ct_diag_call(struct ct_diag *d, const struct ct_diag_call *c)
 		r->stack[CT_DIAG_STACK - 1] = c->stack[si];
 		r->site = CT_DIAG_STACK - 1;
 	}
+	r->logi = log_add(d, p, c, m->comm, si, helper, false);
+	*mi_out = mi;
+	if (c->replayed) { /* its completion comes from ct_diag_replay's end event */
+		serial_check(d, p, mi, r);
+		match_try(d, m->comm, r->seq);
+		return r->seq;
+	}
 	if (c->lib == CT_LIB_C10D && !strncmp(c->function, "ProcessGroupGloo::", 18)) {
 		p->c10d_gloo = true;
 		r->exec_wait = true;
@@ -970,6 +1095,14 @@ void ct_diag_call(struct ct_diag *d, const struct ct_diag_call *c)
 	inflight_set(p, c->tid, mi, r->seq, false);
 	serial_check(d, p, mi, r);
 	match_try(d, m->comm, r->seq);
+	return r->seq;
+}
+
+void ct_diag_call(struct ct_diag *d, const struct ct_diag_call *c)
+{
+	int16_t mi;
+
+	diag_call(d, c, &mi);
 }
 
 void ct_diag_ret(struct ct_diag *d, uint32_t pid, uint32_t tid, uint8_t depth, uint64_t ts)
@@ -986,14 +1119,34 @@ void ct_diag_ret(struct ct_diag *d, uint32_t pid, uint32_t tid, uint8_t depth, u
 		if (r && p->fl[i].exec) {
 			r->exec_done = true;
 			r->end = ts;
+			log_end(p, r, ts);
 		} else if (r) {
 			r->returned = true;
-			if (!r->exec_wait)
+			if (!r->exec_wait) {
 				r->end = ts;
+				log_end(p, r, ts);
+			}
 		}
 		p->fl[i].tid = 0;
 		return;
 	}
+}
+
+uint64_t ct_diag_replay_call(struct ct_diag *d, const struct ct_diag_call *c, int16_t *member)
+{
+	return diag_call(d, c, member);
+}
+
+void ct_diag_replay_end(struct ct_diag *d, uint32_t pid, int16_t member, uint64_t seq, uint64_t ts)
+{
+	struct dproc *p = proc_find(d, pid);
+	struct rec *r = rec_of(d, member, seq);
+
+	if (!p || !r)
+		return;
+	r->returned = true;
+	r->end = ts;
+	log_end(p, r, ts);
 }
 
 void ct_diag_proc_exit(struct ct_diag *d, uint32_t pid)
@@ -1425,6 +1578,90 @@ int ct_diag_findings(struct ct_diag *d, const struct ct_diag_finding **out)
 	return d->nf;
 }
 
+/* ---- --metrics ---------------------------------------------------------------------------- */
+
+void ct_diag_live(struct ct_diag *d, struct ct_diag_live *out)
+{
+	const struct ct_diag_finding *f;
+	uint64_t now[CT_DIAG_KINDS + 1] = {0};
+	int n = ct_diag_findings(d, &f);
+
+	memset(out, 0, sizeof(*out));
+	/* A counter never goes down: a step-based finding that a later glitch hides stays. */
+	for (int i = 0; i < n; i++)
+		if (f[i].kind <= CT_DIAG_KINDS)
+			now[f[i].kind]++;
+	for (int k = 1; k <= CT_DIAG_KINDS; k++) {
+		if (now[k] > d->kind_hw[k])
+			d->kind_hw[k] = now[k];
+		out->by_kind[k] = d->kind_hw[k];
+	}
+	{
+		bool hung[CT_DIAG_PROCS] = {false};
+
+		for (int k = 0; k < d->nmembers; k++) {
+			const struct member *m = d->members[k];
+
+			for (int w = 0; w < CT_DIAG_WINDOW && !hung[m->proc]; w++)
+				hung[m->proc] = m->w[w].alerted && blocked(&m->w[w]);
+		}
+		for (int i = 0; i < d->nprocs; i++)
+			out->ranks_hung += hung[i];
+	}
+	out->ranks_late = d->matched && d->last_late ? 1 : 0;
+	out->matched = d->matched;
+	out->skew_max_ns = d->skew_max;
+	out->skew_last_ns = d->skew_last;
+}
+
+bool ct_diag_proc_late(const struct ct_diag *d, int i, int *rank, uint64_t *late)
+{
+	if (i < 0 || i >= d->nprocs)
+		return false;
+	*rank = d->procs[i]->rank;
+	*late = 0;
+	for (int k = 0; k < d->nmembers; k++)
+		if (d->members[k]->proc == i)
+			*late += d->members[k]->late;
+	return true;
+}
+
+const struct ct_diag_opts *ct_diag_options(const struct ct_diag *d)
+{
+	return &d->o;
+}
+
+/* ---- diag_log accessors (diag_json.c) -------------------------------------------------------- */
+
+bool ct_diag_log_get(const struct ct_diag *d, uint32_t pid, const struct ct_diag_logrec **recs,
+		     uint32_t *n)
+{
+	const struct dproc *p = proc_find((struct ct_diag *)d, pid);
+
+	if (!p)
+		return false;
+	*recs = p->log;
+	*n = p->nlog;
+	return true;
+}
+
+int ct_diag_log_stack(const struct ct_diag *d, uint32_t pid, int i, const struct ct_stack_line **l)
+{
+	const struct dproc *p = proc_find((struct ct_diag *)d, pid);
+
+	if (!p || i < 0 || i >= p->nstacks)
+		return 0;
+	*l = p->stacks[i].l;
+	return p->stacks[i].n;
+}
+
+int ct_diag_log_nstacks(const struct ct_diag *d, uint32_t pid)
+{
+	const struct dproc *p = proc_find((struct ct_diag *)d, pid);
+
+	return p ? p->nstacks : 0;
+}
+
 /* ---- aggregates ---------------------------------------------------------------------------- */
 
 const struct ct_diag_drops *ct_diag_drops(const struct ct_diag *d)
@@ -1543,20 +1780,22 @@ void ct_diag_print(struct ct_diag *d, FILE *out)
 	if (dr->comms_over_limit || dr->members_over_limit || dr->procs_over_limit ||
 	    dr->window_evicted || dr->handles_evicted || dr->pending_evicted ||
 	    dr->executions_unmatched || dr->ambiguous || dr->hangs_over_limit ||
-	    dr->findings_over_limit || dr->newcomm_evicted)
-		fprintf(out,
-			"  diagnosis limits: communicators %llu, members %llu, processes %llu, "
-			"window evicted %llu, handles evicted %llu, pending evicted %llu, "
-			"executions unmatched %llu, ambiguous %llu, hangs %llu, findings %llu, "
-			"new communicators evicted %llu\n",
-			(unsigned long long)dr->comms_over_limit,
-			(unsigned long long)dr->members_over_limit,
-			(unsigned long long)dr->procs_over_limit,
-			(unsigned long long)dr->window_evicted,
-			(unsigned long long)dr->handles_evicted,
-			(unsigned long long)dr->pending_evicted,
-			(unsigned long long)dr->executions_unmatched,
-			(unsigned long long)dr->ambiguous, (unsigned long long)dr->hangs_over_limit,
-			(unsigned long long)dr->findings_over_limit,
-			(unsigned long long)dr->newcomm_evicted);
+	    dr->findings_over_limit || dr->newcomm_evicted || dr->log_dropped ||
+	    dr->log_stacks_dropped)
+		fprintf(
+		    out,
+		    "  diagnosis limits: communicators %llu, members %llu, processes %llu, "
+		    "window evicted %llu, handles evicted %llu, pending evicted %llu, "
+		    "executions unmatched %llu, ambiguous %llu, hangs %llu, findings %llu, "
+		    "new communicators evicted %llu, log %llu, log stacks %llu\n",
+		    (unsigned long long)dr->comms_over_limit,
+		    (unsigned long long)dr->members_over_limit,
+		    (unsigned long long)dr->procs_over_limit,
+		    (unsigned long long)dr->window_evicted, (unsigned long long)dr->handles_evicted,
+		    (unsigned long long)dr->pending_evicted,
+		    (unsigned long long)dr->executions_unmatched, (unsigned long long)dr->ambiguous,
+		    (unsigned long long)dr->hangs_over_limit,
+		    (unsigned long long)dr->findings_over_limit,
+		    (unsigned long long)dr->newcomm_evicted, (unsigned long long)dr->log_dropped,
+		    (unsigned long long)dr->log_stacks_dropped);
 }

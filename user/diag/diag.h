@@ -19,22 +19,25 @@
 #include <stdio.h>
 #include "tree.h"
 
-#define CT_DIAG_COMMS	   64	/* communicator identities per session */
-#define CT_DIAG_MEMBERS	   512	/* (process, communicator) pairs per session */
-#define CT_DIAG_WINDOW	   32	/* recent collectives kept per (process, communicator) */
-#define CT_DIAG_PROCS	   256	/* processes */
-#define CT_DIAG_HANDLES	   64	/* communicator handles remembered per process */
-#define CT_DIAG_STACK	   8	/* frames kept per collective, innermost first */
-#define CT_DIAG_SIGS	   1024 /* collective signatures kept per process (steps) */
-#define CT_DIAG_MAX_PERIOD 256	/* longest step, in collectives */
-#define CT_DIAG_PENDING	   64	/* c10d calls per process awaiting their Gloo execution */
-#define CT_DIAG_INFLIGHT   16	/* threads per process inside a traced collective */
-#define CT_DIAG_NEWCOMMS   64	/* communicator creations / first uses remembered per process */
-#define CT_DIAG_PAIRS	   16	/* serialized reduction pairs per process */
-#define CT_DIAG_FINDINGS   128	/* findings in a report */
-#define CT_DIAG_HANGS	   32	/* hang alerts remembered */
-#define CT_DIAG_TOP	   5	/* collectives listed by skew */
-#define CT_DIAG_FRANKS	   16	/* ranks named per finding */
+#define CT_DIAG_COMMS	   64	  /* communicator identities per session */
+#define CT_DIAG_MEMBERS	   512	  /* (process, communicator) pairs per session */
+#define CT_DIAG_WINDOW	   32	  /* recent collectives kept per (process, communicator) */
+#define CT_DIAG_PROCS	   256	  /* processes */
+#define CT_DIAG_HANDLES	   64	  /* communicator handles remembered per process */
+#define CT_DIAG_STACK	   8	  /* frames kept per collective, innermost first */
+#define CT_DIAG_SIGS	   1024	  /* collective signatures kept per process (steps) */
+#define CT_DIAG_MAX_PERIOD 256	  /* longest step, in collectives */
+#define CT_DIAG_PENDING	   64	  /* c10d calls per process awaiting their Gloo execution */
+#define CT_DIAG_INFLIGHT   16	  /* threads per process inside a traced collective */
+#define CT_DIAG_NEWCOMMS   64	  /* communicator creations / first uses remembered per process */
+#define CT_DIAG_PAIRS	   16	  /* serialized reduction pairs per process */
+#define CT_DIAG_FINDINGS   128	  /* findings in a report */
+#define CT_DIAG_HANGS	   32	  /* hang alerts remembered */
+#define CT_DIAG_TOP	   5	  /* collectives listed by skew */
+#define CT_DIAG_FRANKS	   16	  /* ranks named per finding */
+#define CT_DIAG_LOG	   16384  /* logged collectives per process (diag_log, merge) */
+#define CT_DIAG_LOG_TOTAL  262144 /* logged collectives per session */
+#define CT_DIAG_LOG_STACKS 256	  /* distinct stacks per process' log */
 
 /* A collective (or communicator creation) entry, as the diagnosis needs it. */
 struct ct_diag_call {
@@ -51,6 +54,9 @@ struct ct_diag_call {
 	uint64_t ts;			   /* CLOCK_MONOTONIC ns */
 	const struct ct_stack_line *stack; /* innermost first, interned strings */
 	int nstack;
+	/* merge's replay (diag_replay.c): the call comes from a diag_log, not from probes */
+	bool replayed;
+	bool helper; /* replayed: under a full_tensor/unshard frame */
 };
 
 struct ct_diag_opts {
@@ -59,6 +65,7 @@ struct ct_diag_opts {
 	uint64_t serial_gap_ns; /* max gap between a reduction's end and the next's start */
 	uint32_t min_repeats;	/* occurrences / steps a steady-state pattern needs */
 	FILE *alerts;		/* live alerts (stderr), or NULL */
+	bool no_log;		/* keep no diag_log (merge's replay) */
 };
 
 enum ct_diag_kind {
@@ -110,6 +117,8 @@ struct ct_diag_drops {
 	uint64_t hangs_over_limit;
 	uint64_t findings_over_limit;
 	uint64_t newcomm_evicted;
+	uint64_t log_dropped;	     /* collectives past the diag_log caps (not logged) */
+	uint64_t log_stacks_dropped; /* logged collectives whose stack did not fit the table */
 };
 
 struct ct_diag_top {
@@ -164,6 +173,53 @@ bool ct_diag_comm_info(const struct ct_diag *d, int i, char *name, size_t len, i
 /* Step detection alone (unit tests): the smallest period p <= max_p such that the last
  * n entries of sig end with at least 3 repetitions; 0 if none. *len: the periodic run. */
 uint32_t ct_diag_period(const uint32_t *sig, uint64_t n, uint32_t max_p, uint64_t *len);
+
+/* The findings of the time, for --metrics (diag_metrics.c; CT_DIAG_KINDS kinds). */
+#define CT_DIAG_KINDS 7
+struct ct_diag_live {
+	uint64_t by_kind[CT_DIAG_KINDS + 1]; /* findings so far (high-water), by kind */
+	uint32_t ranks_hung;		     /* processes blocked in an alerted hang now */
+	uint32_t ranks_late; /* 1 when the latest matched collective had a late rank */
+	uint64_t matched;
+	uint64_t skew_max_ns, skew_last_ns;
+};
+void ct_diag_live(struct ct_diag *d, struct ct_diag_live *out);
+/* Per process: collectives in which it arrived last with skew >= late_after. */
+bool ct_diag_proc_late(const struct ct_diag *d, int i, int *rank, uint64_t *late);
+
+/*
+ * The per-process log of matchable collectives and communicator creations (--json
+ * "diag_log", docs/json.md) and its replay by merge (diag_replay.c): the same logic over
+ * the calls of several tracers, clocks already aligned.
+ */
+struct ct_diag_logrec {
+	uint64_t ts, end; /* end 0: not completed */
+	uint64_t count, bytes;
+	const char *function, *dtype;
+	uint32_t tid;
+	int32_t comm_size, comm_rank;
+	int16_t comm;  /* identity index, -1: none (creation, over limits) */
+	int16_t stack; /* index in the process' stack table, -1: none */
+	bool has_count, helper, creation;
+};
+struct cJSON *ct_diag_log_json(const struct ct_diag *d, uint32_t pid);
+struct ct_diag_replay_proc {
+	struct cJSON *proc;  /* a --json process object with its diag_log, ts_ns aligned */
+	uint32_t pid;	     /* the pid to report it under (unique in the replay) */
+	uint64_t window_end; /* its tracer's end_ns on the aligned clock */
+};
+/* 0, or -EINVAL with a message (a malformed diag_log). Fills d; hang checks every 250 ms. */
+int ct_diag_replay(struct ct_diag *d, const struct ct_diag_replay_proc *procs, int n, char *err,
+		   size_t errlen);
+const struct ct_diag_opts *ct_diag_options(const struct ct_diag *d);
+/* The replay's steps: a logged call (c->replayed), then its completion (sequence number). */
+uint64_t ct_diag_replay_call(struct ct_diag *d, const struct ct_diag_call *c, int16_t *member);
+void ct_diag_replay_end(struct ct_diag *d, uint32_t pid, int16_t member, uint64_t seq, uint64_t ts);
+/* The log of a process (NULL/0 when none), its stack table. */
+bool ct_diag_log_get(const struct ct_diag *d, uint32_t pid, const struct ct_diag_logrec **recs,
+		     uint32_t *n);
+int ct_diag_log_nstacks(const struct ct_diag *d, uint32_t pid);
+int ct_diag_log_stack(const struct ct_diag *d, uint32_t pid, int i, const struct ct_stack_line **l);
 
 /* The text report (stderr summary). */
 void ct_diag_print(struct ct_diag *d, FILE *out);

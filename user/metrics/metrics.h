@@ -43,6 +43,7 @@ int ct_metrics_parse_addr(const char *spec, struct sockaddr_storage *ss, socklen
  * (commtrace_diagnosis_available 0) instead of exporting zeros that would mean "no hang".
  */
 #define CT_METRICS_FINDING_KINDS 8
+#define CT_METRICS_LATE_RANKS	 256 /* one series per rank, as many as traced processes */
 struct ct_metrics_findings {
 	bool available;
 	int n_kinds;
@@ -52,6 +53,13 @@ struct ct_metrics_findings {
 	} by_kind[CT_METRICS_FINDING_KINDS];
 	uint32_t ranks_hung; /* ranks with a collective hung now (a gauge) */
 	uint32_t ranks_late; /* ranks found late in the latest matched collective (a gauge) */
+	uint64_t matched;    /* collectives matched across ranks so far (a counter) */
+	uint64_t skew_max_ns, skew_last_ns; /* arrival skew: largest, latest matched */
+	int n_late;			    /* entries of late[] */
+	struct {
+		int rank;      /* -1: processes without a rank, summed */
+		uint64_t late; /* collectives it arrived last at, skew >= --late-after */
+	} late[CT_METRICS_LATE_RANKS];
 };
 void ct_diag_metrics_fill(const struct ct_session *s, struct ct_metrics_findings *out);
 

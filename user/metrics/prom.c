@@ -250,6 +250,29 @@ static void render_findings(struct ct_session *s, struct ct_sbuf *b)
 	family(b, "commtrace_late_ranks", "gauge",
 	       "Ranks found late in the latest matched collective.");
 	ct_sbuf_printf(b, "commtrace_late_ranks %u\n", f.ranks_late);
+	counter(b, "commtrace_collectives_matched_total",
+		"Collectives matched across every rank of their communicator.", f.matched);
+	family(b, "commtrace_skew_max_seconds", "gauge",
+	       "Largest arrival skew (last entry - first entry) of a matched collective.");
+	ct_sbuf_printf(b, "commtrace_skew_max_seconds %llu.%09llu\n",
+		       (unsigned long long)(f.skew_max_ns / 1000000000),
+		       (unsigned long long)(f.skew_max_ns % 1000000000));
+	family(b, "commtrace_skew_last_seconds", "gauge",
+	       "Arrival skew of the latest matched collective.");
+	ct_sbuf_printf(b, "commtrace_skew_last_seconds %llu.%09llu\n",
+		       (unsigned long long)(f.skew_last_ns / 1000000000),
+		       (unsigned long long)(f.skew_last_ns % 1000000000));
+	family(b, "commtrace_late_collectives_total", "counter",
+	       "Matched collectives at which the rank arrived last with skew >= --late-after.");
+	for (int i = 0; i < f.n_late && i < CT_METRICS_LATE_RANKS; i++) {
+		char r[16] = "";
+
+		if (f.late[i].rank >= 0)
+			snprintf(r, sizeof(r), "%d", f.late[i].rank);
+		ct_sbuf_printf(b, "commtrace_late_collectives_total{");
+		label(b, "rank", r, true);
+		ct_sbuf_printf(b, "} %llu\n", (unsigned long long)f.late[i].late);
+	}
 }
 
 void ct_metrics_render(struct ct_session *s, struct ct_sbuf *b, uint64_t wall_ns, double render_s)
