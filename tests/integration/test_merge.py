@@ -81,7 +81,10 @@ def comparable_report(js):
     """Everything a report says that does not depend on which tracer measured it."""
     procs = []
     for p in js["processes"]:
-        q = {k: v for k, v in p.items() if k not in ("merge_input",)}
+        q = {k: v for k, v in p.items() if k not in ("merge_input", "diag_log")}
+        # the diagnosis' log: the same calls, times measured by each tracer's own probes
+        q["diag_log"] = [{k: v for k, v in r.items() if k not in ("ts_ns", "dur_ns")}
+                         for r in p["diag_log"]["records"]] if "diag_log" in p else None
         q["collectives"] = sorted(
             ({k: v for k, v in c.items() if k != "time_ns"} for c in p["collectives"]),
             key=lambda c: c["function"])
@@ -159,6 +162,13 @@ def test_merge_equals_one_tracer(traced):
                                             part_b["clock"]["end_ns"] + shift[1])
     assert [i["file"] for i in merged["merge"]["inputs"]] == [str(d / "a.json"),
                                                               str(d / "b.json")]
+    # the diagnosis, recomputed over both inputs' logs, is the one C made of every rank
+    assert merged["merge"]["diagnosis"] == "recomputed over every input's diag_log"
+    assert merged["findings"] == whole["findings"] == []
+    for k in ("collectives_matched", "communicators"):
+        assert merged["diagnosis"][k] == whole["diagnosis"][k], k
+    assert whole["diagnosis"]["collectives_matched"] > 0
+    assert part_a["diagnosis"]["collectives_matched"] == 0  # one node alone matches nothing
 
     # The timeline: the same slices as C's, at the same times (the tracers' probes on one
     # call fire microseconds apart), and as many rank→rank arrows.
@@ -255,6 +265,29 @@ def test_merge_conflicting_inputs(traced, tmp_path):
     refuse(tmp_path, [d / "a.json", d / "a.json"], 12, "is given twice")
 
 
+def test_merge_diag_log_inputs(traced, tmp_path):
+    """An input from a tracer without diag_log: no merged diagnosis, and why; a malformed
+    diag_log: refused with the process and record."""
+    d = traced["dir"]
+    old = load(d / "b.json")
+    del old["diagnosis"]["options"]
+    for p in old["processes"]:
+        p.pop("diag_log", None)
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    r = merge("--json", tmp_path / "m.json", d / "a.json", tmp_path / "old.json")
+    assert r.returncode == 0, r.stderr
+    m = load(tmp_path / "m.json")
+    assert "findings" not in m and "diagnosis" not in m, list(m)
+    assert m["merge"]["diagnosis"] == (
+        f"not recomputed: {tmp_path / 'old.json'} has no diagnosis.options (a tracer "
+        "without diag_log): each input's findings are under merge.inputs[].unmerged")
+    bad = load(d / "b.json")
+    bad["processes"][0]["diag_log"]["records"][0]["function"] = "MPI_Nope"
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    refuse(tmp_path, [d / "a.json", tmp_path / "bad.json"], 10,
+           "diag_log: process 1: diag_log record 0: unknown function 'MPI_Nope'")
+
+
 def test_merge_malformed_inputs(traced, tmp_path):
     d = traced["dir"]
     bad = tmp_path / "bad.json"
@@ -286,3 +319,91 @@ def test_merge_malformed_inputs(traced, tmp_path):
     assert r.returncode == 2 and "is a --json report: give --json OUT" in r.stderr, r.stderr
     r = merge("--json", tmp_path / "x.json")
     assert r.returncode == 2 and "no inputs" in r.stderr, r.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# The cross-rank diagnosis across nodes: diag_faults.py's Gloo job (2 ranks) traced by A
+# (rank 0), B (rank 1) and C (both). A and B alone cannot match anything; merged, they
+# must find what C found.
+
+def traced_faults(reaper, tmp_path, args):
+    from conftest import Tracer
+    from test_diag import FAULTS, rank_log, start_ranks
+
+    ranks, pids, wait = start_ranks(reaper, tmp_path, FAULTS, args)
+    sets = {"a": [pids[0]], "b": [pids[1]], "c": pids}
+    tracers = {name: Tracer(reaper, ["-p", ",".join(map(str, ps)), "-q", "--hang-after", 2,
+                                     "--json", tmp_path / f"{name}.json"])
+               for name, ps in sets.items()}
+    for t in tracers.values():
+        t.wait_attached()
+    touch(wait)
+    for r, p in enumerate(ranks):
+        assert wait_proc(p, 180, f"rank {r}") == 0, rank_log(tmp_path, r)
+    for t in tracers.values():
+        assert t.wait(240) == 0, t.describe()
+    r = merge("--json", tmp_path / "ab.json", tmp_path / "a.json", tmp_path / "b.json")
+    assert r.returncode == 0, r.stderr
+    js = {n: load_trace_json(tmp_path / f"{n}.json") for n in ("a", "b", "c", "ab")}
+    assert js["ab"]["merge"]["diagnosis"] == "recomputed over every input's diag_log"
+    return js, pids
+
+
+def test_merge_diagnoses_late_rank_across_nodes(bpf, torch_available, reaper, tmp_path):
+    from test_diag import site_line
+
+    delay, k, steps = 1.0, 3, 6
+    js, pids = traced_faults(reaper, tmp_path, ["--steps", steps, "--sleep-rank", 1,
+                                                "--sleep-step", k, "--sleep", delay])
+    # each node alone: one rank of c10d#0/2, nothing matched, nothing found
+    for n in ("a", "b"):
+        assert js[n]["findings"] == [] and js[n]["diagnosis"]["collectives_matched"] == 0
+    whole, merged = js["c"], js["ab"]
+    assert [f["kind"] for f in whole["findings"]] == ["late_rank"], whole["findings"]
+    assert [f["kind"] for f in merged["findings"]] == ["late_rank"], merged["findings"]
+    f, g = merged["findings"][0], whole["findings"][0]
+    assert f["ranks"] == g["ranks"] == [1] and f["pids"] == g["pids"] == [pids[1]], (f, g)
+    ev, ew = f["evidence"], g["evidence"]
+    for key in ("communicator", "collectives_late", "collectives_matched", "max_skew_seq",
+                "function", "call_site"):
+        assert ev[key] == ew[key], (key, ev, ew)
+    assert ev["max_skew_seq"] == 2 * k + 2 and ev["communicator"] == "c10d#0/2", ev
+    assert ev["call_site"].endswith(f"diag_faults.py:{site_line('GRAD_SITE')})"), ev
+    # one call, timed by two tracers' probes: the same skew within 50 ms, about the delay
+    assert abs(ev["max_skew_ns"] - ew["max_skew_ns"]) <= 50_000_000, (ev, ew)
+    assert abs(ev["max_skew_ns"] / 1e9 - delay) <= 0.4, ev
+    assert merged["diagnosis"]["collectives_matched"] == \
+        whole["diagnosis"]["collectives_matched"] == 1 + 2 * steps + 1
+    top_m, top_w = merged["diagnosis"]["top_skew"][0], whole["diagnosis"]["top_skew"][0]
+    assert (top_m["seq"], top_m["last_rank"]) == (top_w["seq"], top_w["last_rank"]) == \
+        (2 * k + 2, 1)
+    for pid in pids:
+        pm = [p for p in merged["diagnosis"]["processes"] if p["pid"] == pid][0]
+        pw = [p for p in whole["diagnosis"]["processes"] if p["pid"] == pid][0]
+        for key in ("rank", "collectives_matched", "collectives", "steps",
+                    "collectives_per_step"):
+            assert pm[key] == pw[key], (key, pm, pw)
+    # the per-node findings stay visible per input
+    assert merged["merge"]["inputs"][0]["unmerged"]["findings"] == []
+
+
+def test_merge_finds_mismatch_only_across_nodes(bpf, torch_available, reaper, tmp_path):
+    from test_diag import site_line
+
+    k = 2
+    js, pids = traced_faults(reaper, tmp_path, ["--steps", 5, "--mismatch-rank", 1,
+                                                "--mismatch-step", k])
+    for n in ("a", "b"):
+        assert js[n]["findings"] == [], js[n]["findings"]
+    whole, merged = js["c"], js["ab"]
+    assert [f["kind"] for f in merged["findings"]] == ["mismatch"], merged["findings"]
+    f, g = merged["findings"][0], whole["findings"][0]
+    assert f["ranks"] == g["ranks"] == [0, 1] and f["pids"] == g["pids"] == pids, (f, g)
+    for key in ("communicator", "seq", "differs", "function", "function_other", "bytes",
+                "bytes_other", "mismatched_collectives", "collectives_matched", "call_site",
+                "call_site_other", "stack", "stack_other"):
+        assert f["evidence"][key] == g["evidence"][key], (key, f["evidence"], g["evidence"])
+    assert f["evidence"]["seq"] == 2 * k + 3
+    assert f["evidence"]["differs"] == "dtype torch.float32 vs torch.int32"
+    assert f["evidence"]["call_site"].endswith(f"diag_faults.py:{site_line('LOSS_SITE')})")
+    assert f["summary"] == g["summary"]

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* The diagnosis' pure logic (user/diag/diag.c) on synthetic call sequences. */
+#include <errno.h>
 #include <stdlib.h>
+#include <cJSON.h>
 #include "commtrace/abi.h"
 #include "diag/diag.h"
 #include "harness.h"
@@ -485,5 +487,78 @@ TEST(diag_bounds)
 	ASSERT_EQ(ct_diag_drops(d)->handles_evicted, 4, "1 + 67 handles in 64 slots");
 	ASSERT_EQ(ct_diag_ncomms(d), CT_DIAG_COMMS, "identities capped");
 	ASSERT_GT(ct_diag_drops(d)->comms_over_limit, 0, "and counted");
+	ct_diag_free(d);
+}
+
+/*
+ * merge's replay (diag_replay.c): each rank's diag_log, as two tracers would write it,
+ * replayed together gives the findings of one tracer of both ranks; a hang is found
+ * again from the call that never completed.
+ */
+TEST(diag_log_replay)
+{
+	struct ct_diag *d = mk(2000, 100), *m = mk(2000, 100);
+	struct ct_diag_replay_proc rp[2];
+	const struct ct_diag_finding *f, *g;
+	cJSON *procs[2];
+	uint64_t t = 1000 * MS;
+	char err[256] = "";
+	int n, k;
+
+	for (int i = 0; i < 6; i++)
+		allreduce2(d, &t, 1, i == 3 ? 700 * MS : 2 * MS, 16, i == 4 ? 8 : 16, "MPI_FLOAT");
+	{
+		struct ct_diag_call c =
+		    call(0, CT_K_ALLREDUCE, "MPI_Allreduce", 0, 2, 16, "MPI_FLOAT", t);
+
+		with_stack(&c, site_grad, 2);
+		ct_diag_call(d, &c); /* rank 1 never comes */
+	}
+	for (int r = 0; r < 2; r++) {
+		procs[r] = cJSON_CreateObject();
+		cJSON_AddNumberToObject(procs[r], "pid", 100 + r);
+		cJSON_AddNumberToObject(procs[r], "rank", r);
+		cJSON_AddItemToObject(procs[r], "diag_log", ct_diag_log_json(d, 100 + r));
+		rp[r] = (struct ct_diag_replay_proc){procs[r], 100 + r, t + 5000 * MS};
+	}
+	ASSERT_EQ(cJSON_GetArraySize(
+		      cJSON_GetObjectItem(cJSON_GetObjectItem(procs[0], "diag_log"), "records")),
+		  7, "rank 0 logged");
+	if (!ASSERT_EQ(ct_diag_replay(m, rp, 2, err, sizeof(err)), 0, err))
+		goto out;
+	ASSERT_EQ(ct_diag_matched(m), ct_diag_matched(d), "matched");
+	ASSERT_EQ(ct_diag_matched(m), 6, "matched");
+	n = ct_diag_findings(d, &f);
+	ASSERT_EQ(n, 2, "live: late, mismatch");
+	k = ct_diag_findings(m, &g);
+	if (!ASSERT_EQ(k, 3, "replay: hang, mismatch, late"))
+		goto out;
+	ASSERT_EQ(g[0].kind, CT_DF_HANG, "hang first");
+	ASSERT_EQ(g[0].seq, 7, "hang seq");
+	ASSERT_TRUE(g[0].value_ns >= 2000 * MS && g[0].value_ns < 2250 * MS, "blocked ~2 s");
+	ASSERT_STREQ(g[0].what, "rank 1 (pid 101) at #6", "missing");
+	for (int i = 0; i < n; i++) {
+		const struct ct_diag_finding *x = &g[i + 1];
+
+		ASSERT_EQ(x->kind, f[i].kind, "kind");
+		ASSERT_EQ(x->seq, f[i].seq, "seq");
+		ASSERT_EQ(x->count, f[i].count, "count");
+		ASSERT_EQ(x->value_ns, f[i].value_ns, "skew");
+		ASSERT_STREQ(x->site, f[i].site, "site");
+		ASSERT_STREQ(x->summary, f[i].summary, "summary");
+	}
+	/* a malformed log is refused with the reason */
+	cJSON_ReplaceItemInObject(
+	    cJSON_GetArrayItem(
+		cJSON_GetObjectItem(cJSON_GetObjectItem(procs[1], "diag_log"), "records"), 0),
+	    "function", cJSON_CreateString("MPI_Nope"));
+	ct_diag_free(m);
+	m = mk(2000, 100);
+	ASSERT_EQ(ct_diag_replay(m, rp, 2, err, sizeof(err)), -EINVAL, "refused");
+	ASSERT_STREQ(err, "process 1: diag_log record 0: unknown function 'MPI_Nope'", "reason");
+out:
+	for (int r = 0; r < 2; r++)
+		cJSON_Delete(procs[r]);
+	ct_diag_free(m);
 	ct_diag_free(d);
 }

@@ -87,6 +87,71 @@ cJSON *ct_diag_evidence(const struct ct_diag_finding *f)
 	return e;
 }
 
+/* The process' diag_log (docs/json.md), or NULL when it has none. */
+cJSON *ct_diag_log_json(const struct ct_diag *d, uint32_t pid)
+{
+	const struct ct_diag_logrec *recs;
+	cJSON *o, *arr, *st;
+	uint32_t n;
+
+	if (!d || ct_diag_options(d)->no_log || !ct_diag_log_get(d, pid, &recs, &n))
+		return NULL;
+	o = cJSON_CreateObject();
+	st = cJSON_AddArrayToObject(o, "stacks");
+	for (int i = 0; i < ct_diag_log_nstacks(d, pid); i++) {
+		const struct ct_stack_line *l;
+		int k = ct_diag_log_stack(d, pid, i, &l);
+		cJSON *fr = cJSON_CreateArray();
+
+		for (int j = 0; j < k; j++) {
+			cJSON *f = cJSON_CreateObject();
+
+			str_or_null(f, "qualname", l[j].qualname);
+			str_or_null(f, "file", l[j].file);
+			cJSON_AddItemToObject(f, "line", num(l[j].line));
+			cJSON_AddItemToArray(fr, f);
+		}
+		cJSON_AddItemToArray(st, fr);
+	}
+	arr = cJSON_AddArrayToObject(o, "records");
+	for (uint32_t i = 0; i < n; i++) {
+		const struct ct_diag_logrec *r = &recs[i];
+		cJSON *e = cJSON_CreateObject();
+		char comm[48];
+
+		cJSON_AddItemToObject(e, "ts_ns", num((double)r->ts));
+		/* null: not completed when tracing ended (in flight, hung, killed) */
+		cJSON_AddItemToObject(e, "dur_ns",
+				      r->end && r->end >= r->ts ? num((double)(r->end - r->ts))
+								: cJSON_CreateNull());
+		cJSON_AddItemToObject(e, "tid", num(r->tid));
+		cJSON_AddStringToObject(e, "function", r->function);
+		if (r->creation) {
+			cJSON_AddBoolToObject(e, "creation", true);
+		} else {
+			if (r->comm >= 0 &&
+			    ct_diag_comm_info(d, r->comm, comm, sizeof(comm), &(int){0},
+					      &(uint64_t){0}, &(bool){false}))
+				cJSON_AddStringToObject(e, "comm", comm);
+			else
+				cJSON_AddNullToObject(e, "comm");
+			cJSON_AddItemToObject(e, "group_size", num(r->comm_size));
+			cJSON_AddItemToObject(e, "comm_rank", num(r->comm_rank));
+			cJSON_AddItemToObject(
+			    e, "count", r->has_count ? num((double)r->count) : cJSON_CreateNull());
+			str_or_null(e, "dtype", r->dtype);
+			cJSON_AddItemToObject(e, "bytes", num((double)r->bytes));
+			if (r->helper)
+				cJSON_AddBoolToObject(e, "helper", true);
+		}
+		cJSON_AddItemToObject(e, "stack",
+				      r->stack >= 0 ? num(r->stack) : cJSON_CreateNull());
+		cJSON_AddItemToArray(arr, e);
+	}
+	cJSON_AddItemToObject(o, "cap", num(CT_DIAG_LOG));
+	return o;
+}
+
 void ct_diag_json(struct ct_diag *d, cJSON *root)
 {
 	const struct ct_diag_finding *f;
@@ -190,6 +255,18 @@ void ct_diag_json(struct ct_diag *d, cJSON *root)
 	cJSON_AddItemToObject(x, "hangs_over_limit", num((double)dr->hangs_over_limit));
 	cJSON_AddItemToObject(x, "findings_over_limit", num((double)dr->findings_over_limit));
 	cJSON_AddItemToObject(x, "new_communicators_evicted", num((double)dr->newcomm_evicted));
+	cJSON_AddItemToObject(x, "log_dropped", num((double)dr->log_dropped));
+	cJSON_AddItemToObject(x, "log_stacks_dropped", num((double)dr->log_stacks_dropped));
 	cJSON_AddItemToObject(dg, "drops", x);
+	{
+		const struct ct_diag_opts *o = ct_diag_options(d);
+
+		x = cJSON_CreateObject();
+		cJSON_AddItemToObject(x, "hang_after_ns", num((double)o->hang_ns));
+		cJSON_AddItemToObject(x, "late_after_ns", num((double)o->late_ns));
+		cJSON_AddItemToObject(x, "serial_gap_ns", num((double)o->serial_gap_ns));
+		cJSON_AddItemToObject(x, "min_repeats", num(o->min_repeats));
+		cJSON_AddItemToObject(dg, "options", x);
+	}
 	cJSON_AddItemToObject(root, "diagnosis", dg);
 }

@@ -283,9 +283,14 @@ int ct_export_json(struct ct_session *s, const char *path)
 	cJSON_AddStringToObject(root, "tool", "commtrace-bpf");
 	cJSON_AddStringToObject(root, "version", CT_VERSION);
 	cJSON_AddItemToObject(root, "comm_counts", counts);
-	for (int i = 0; i < s->n_procs; i++)
-		cJSON_AddItemToArray(procs,
-				     proc_obj(s->procs[i], s->opts->sharding, counts, &total));
+	for (int i = 0; i < s->n_procs; i++) {
+		cJSON *po = proc_obj(s->procs[i], s->opts->sharding, counts, &total);
+		cJSON *lg = ct_diag_log_json(s->diag, (uint32_t)s->procs[i]->pid);
+
+		if (lg) /* the collectives merge replays (docs/json.md, "diag_log") */
+			cJSON_AddItemToObject(po, "diag_log", lg);
+		cJSON_AddItemToArray(procs, po);
+	}
 	cJSON_AddItemToObject(root, "total_counts", num((double)total));
 	cJSON_AddItemToObject(root, "dropped_events", num((double)ct_session_drops(s)));
 	cJSON_AddItemToObject(root, "dropped_calls", u64(ct_session_dropped_calls(s)));

@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include <cJSON.h>
+#include "diag/diag.h"
 #include "export/chrome.h"
 #include "export/export.h"
 #include "merge/merge.h"
@@ -422,6 +423,91 @@ static int write_doc(cJSON *doc, const char *path)
 	return 0;
 }
 
+static double opt_num(const cJSON *o, const char *k)
+{
+	const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, k);
+
+	return cJSON_IsNumber(c) ? c->valuedouble : 0;
+}
+
+/*
+ * The cross-rank diagnosis over every input: the processes' diag_log replayed through
+ * the tracer's own logic (user/diag/diag_replay.c), with the reference's options. Inputs
+ * without a diag_log (older tracers) leave the diagnosis per input: minfo says why.
+ */
+static int merge_diag(struct input *ins, const int *idx, int n, cJSON *const *procs, int nprocs,
+		      cJSON *root, cJSON *minfo)
+{
+	struct ct_diag_replay_proc *rp = calloc((size_t)nprocs + 1, sizeof(*rp));
+	const cJSON *opts = NULL;
+	struct ct_diag_opts o = {.no_log = true};
+	struct ct_diag *d = NULL;
+	double log_dropped = 0;
+	char err[256];
+	int rc = 0;
+
+	if (!rp)
+		return fail(1, "out of memory");
+	for (int a = 0; a < n; a++) {
+		const cJSON *dg = cJSON_GetObjectItemCaseSensitive(ins[idx[a]].doc, "diagnosis");
+		const cJSON *op = cJSON_GetObjectItemCaseSensitive(dg, "options");
+
+		if (!cJSON_IsObject(op)) {
+			snprintf(err, sizeof(err),
+				 "not recomputed: %s has no diagnosis.options "
+				 "(a tracer without diag_log): each input's findings are under "
+				 "merge.inputs[].unmerged",
+				 ins[idx[a]].path);
+			cJSON_AddStringToObject(minfo, "diagnosis", err);
+			goto out;
+		}
+		if (!opts)
+			opts = op;
+		log_dropped +=
+		    opt_num(cJSON_GetObjectItemCaseSensitive(dg, "drops"), "log_dropped");
+	}
+	o.hang_ns = (uint64_t)opt_num(opts, "hang_after_ns");
+	o.late_ns = (uint64_t)opt_num(opts, "late_after_ns");
+	o.serial_gap_ns = (uint64_t)opt_num(opts, "serial_gap_ns");
+	o.min_repeats = (uint32_t)opt_num(opts, "min_repeats");
+	for (int i = 0; i < nprocs; i++) {
+		int a = (int)opt_num(procs[i], "merge_input");
+		uint32_t pid = (uint32_t)opt_num(procs[i], "pid");
+
+		for (int k = 0; k < i; k++)
+			if (rp[k].pid ==
+			    pid) /* the same pid on two hosts: apart in the diagnosis */
+				pid = REMAP_PID0 + (uint32_t)i;
+		rp[i].proc = procs[i];
+		rp[i].pid = pid;
+		rp[i].window_end = (uint64_t)((int64_t)ins[idx[a]].end + ins[idx[a]].shift);
+	}
+	d = ct_diag_new(&o);
+	if (!d) {
+		rc = fail(1, "out of memory");
+		goto out;
+	}
+	rc = ct_diag_replay(d, rp, nprocs, err, sizeof(err));
+	if (rc) {
+		rc = fail(10, "diag_log: %s (in the merged process order)", err);
+		goto out;
+	}
+	ct_diag_json(d, root);
+	{
+		cJSON *dr = cJSON_GetObjectItemCaseSensitive(
+		    cJSON_GetObjectItemCaseSensitive(root, "diagnosis"), "drops");
+
+		/* what the tracers could not log is missing from the replay too */
+		cJSON_ReplaceItemInObjectCaseSensitive(dr, "log_dropped",
+						       cJSON_CreateNumber(log_dropped));
+	}
+	cJSON_AddStringToObject(minfo, "diagnosis", "recomputed over every input's diag_log");
+out:
+	ct_diag_free(d);
+	free(rp);
+	return rc;
+}
+
 static int merge_json(struct input *ins, const int *idx, int n, const char *out)
 {
 	struct input *ref = &ins[idx[0]];
@@ -530,10 +616,12 @@ static int merge_json(struct input *ins, const int *idx, int n, const char *out)
 	cJSON_AddItemToObject(clock, "start_ns", u64_item(start));
 	cJSON_AddItemToObject(clock, "end_ns", u64_item(end));
 	cJSON_AddItemToObject(root, "events", cJSON_CreateNumber(events));
+	rc = merge_diag(ins, idx, n, sorted, nprocs, root, minfo);
 	cJSON_AddItemToObject(root, "processes", procs);
 	procs = NULL;
 	cJSON_AddItemToObject(root, "merge", minfo);
-	rc = write_doc(root, out);
+	if (!rc)
+		rc = write_doc(root, out);
 out:
 	free(sorted);
 	cJSON_Delete(counts);
