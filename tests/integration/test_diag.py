@@ -277,3 +277,154 @@ def test_clean_mpi_collectives(bpf, progs, mpi_available, reaper, start_tracer, 
     assert n > 0 and js["diagnosis"]["collectives_matched"] == n, (
         n, js["diagnosis"])
     assert [c["id"] for c in js["diagnosis"]["communicators"]] == ["mpi#0/2"]
+
+
+# ---------------------------------------------------------------------------------------
+# The same faults in an Open MPI job (tests/progs/mpi_faults.c: broadcast #1, step k's
+# gradient MPI_Allreduce #2k+2, its loss MPI_Allreduce #2k+3, then a barrier). MPI calls
+# carry no Python stack: no call site.
+
+MPI_FAULTS = PROGS / "mpi_faults"
+
+
+def start_mpi(reaper, tmp_path, args):
+    wait = tmp_path / "go"
+    log = open(tmp_path / "mpirun.log", "w")
+    mpi = reaper.popen(MPIRUN + [MPI_FAULTS, *args, "--wait-file", wait], cwd=tmp_path,
+                       stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    pid_files = [f"{wait}.pid.{r}" for r in (0, 1)]
+    wait_files(pid_files, procs=[mpi])
+    return mpi, [read_pid(f) for f in pid_files], wait
+
+
+def run_mpi(reaper, start_tracer, tmp_path, args):
+    out = tmp_path / "trace.json"
+    mpi, pids, wait = start_mpi(reaper, tmp_path, args)
+    tr = start_tracer(["-p", ",".join(map(str, pids)), "--json", out,
+                       "--hang-after", HANG_AFTER])
+    tr.wait_attached()
+    touch(wait)
+    assert wait_proc(mpi, 120, "mpirun") == 0, (tmp_path / "mpirun.log").read_text()[-2000:]
+    assert tr.wait() == 0, tr.describe()
+    return load_trace_json(out), tr, pids
+
+
+def test_mpi_late_rank(bpf, progs, mpi_available, reaper, start_tracer, tmp_path):
+    delay, k, steps = 1.0, 3, 7
+    js, tr, pids = run_mpi(reaper, start_tracer, tmp_path,
+                           ["--steps", steps, "--sleep-rank", 1, "--sleep-step", k,
+                            "--sleep-ms", int(delay * 1000)])
+    assert [x["kind"] for x in findings(js)] == ["late_rank"], js["findings"]
+    f = findings(js)[0]
+    assert f["ranks"] == [1] and f["pids"] == [pids[1]], f
+    ev = f["evidence"]
+    assert (ev["communicator"], ev["function"], ev["max_skew_seq"], ev["collectives_late"]) \
+        == ("mpi#0/2", "MPI_Allreduce", 2 * k + 2, 1), ev
+    assert ev["call_site"] is None, ev
+    assert abs(ev["max_skew_ns"] / 1e9 - delay) <= 0.4, ev
+    assert js["diagnosis"]["collectives_matched"] == 1 + 2 * steps + 1
+    w0, w1 = diag_proc(js, pids[0])["wait_ns"], diag_proc(js, pids[1])["wait_ns"]
+    assert w0 / 1e9 >= delay - 0.4 and w1 < w0, (w0, w1)
+    # Without a Python stack both all-reduces have one signature (sizes are not part of
+    # it): the period found is one all-reduce, two per step.
+    assert_steps(js, pids, 2 * steps, 1)
+
+
+def test_mpi_mismatch(bpf, progs, mpi_available, reaper, start_tracer, tmp_path):
+    k = 2
+    js, tr, pids = run_mpi(reaper, start_tracer, tmp_path,
+                           ["--steps", 5, "--mismatch-rank", 1, "--mismatch-step", k])
+    assert [x["kind"] for x in findings(js)] == ["mismatch"], js["findings"]
+    f = findings(js)[0]
+    assert f["severity"] == "error" and f["ranks"] == [0, 1] and f["pids"] == pids, f
+    ev = f["evidence"]
+    assert (ev["seq"], ev["differs"], ev["function"], ev["function_other"]) == (
+        2 * k + 3, "count 1 vs 2", "MPI_Allreduce", "MPI_Allreduce"), ev
+    assert (ev["bytes"], ev["bytes_other"], ev["mismatched_collectives"]) == (8, 8, 1), ev
+    err = "\n".join(tr.stderr_lines())
+    assert "commtrace: MISMATCH: mismatched collective at #%d of mpi#0/2" % (2 * k + 3) in err
+
+
+def test_mpi_hang_alert_live(bpf, progs, mpi_available, reaper, start_tracer, tmp_path):
+    k = 2
+    out = tmp_path / "trace.json"
+    mpi, pids, wait = start_mpi(reaper, tmp_path,
+                                ["--steps", 5, "--hang-rank", 1, "--hang-step", k])
+    tr = start_tracer(["-p", ",".join(map(str, pids)), "--json", out,
+                       "--hang-after", HANG_AFTER])
+    tr.wait_attached()
+    touch(wait)
+    line = tr.wait_line("commtrace: HANG:", timeout=60)
+    seq = 2 * k + 2
+    assert line.startswith(f"commtrace: HANG: rank 0 (pid {pids[0]}) blocked "), line
+    assert f" in MPI_Allreduce #{seq} on mpi#0/2; missing: rank 1 (pid {pids[1]}) at " \
+        f"#{seq - 1}" in line, line
+    time.sleep(1)
+    assert tr.proc.poll() is None, tr.describe()
+    for pid in pids + [mpi.pid]:
+        kill_pid(pid)
+    assert tr.wait() == 0, tr.describe()
+    js = load_trace_json(out, allow_drops=True)
+    assert [x["kind"] for x in findings(js)] == ["hang"], js["findings"]
+    h = findings(js)[0]
+    assert h["ranks"] == [0, 1] and h["pids"] == pids, h
+    assert h["evidence"]["seq"] == seq and h["evidence"]["blocked_ns"] >= HANG_AFTER * 1e9
+
+
+# ---------------------------------------------------------------------------------------
+# serialized_reductions and traffic_growth on diag_faults.py
+
+
+def log_records(js, pid):
+    p = [p for p in js["processes"] if p["pid"] == pid][0]
+    return p["diag_log"]["records"]
+
+
+def test_serialized_reductions(bpf, torch_available, reaper, start_tracer, tmp_path):
+    steps = 6
+    js, tr, pids = run_gloo(reaper, start_tracer, tmp_path, FAULTS,
+                            ["--steps", steps, "--serial-groups"])
+    assert [x["kind"] for x in findings(js)] == ["serialized_reductions"], js["findings"]
+    f = findings(js)[0]
+    assert f["severity"] == "info" and sorted(f["ranks"]) == [0, 1], f
+    ev = f["evidence"]
+    assert ev["call_site"] == f"step ({FAULTS}:{site_line('SERIAL_A_SITE')})", ev
+    assert ev["call_site_next"] == f"step ({FAULTS}:{site_line('SERIAL_B_SITE')})", ev
+    assert ev["communicators"] == "c10d#1/2 then c10d#2/2", ev
+    assert ev["function"] == ev["function_next"] == "ProcessGroupGloo::allreduce", ev
+    # The count, exactly: per rank, the steps whose second reduction was issued at most
+    # 5 ms after the first completed, from the calls the report logged; the largest.
+    counts, gaps = [], []
+    for pid in pids:
+        recs = [r for r in log_records(js, pid) if r.get("comm") in ("c10d#1/2", "c10d#2/2")]
+        assert len(recs) == 2 + 2 * steps, recs  # a warm-up each, then two per step
+        n = 0
+        for a, b in zip(recs[2::2], recs[3::2]):
+            assert (a["comm"], b["comm"]) == ("c10d#1/2", "c10d#2/2"), (a, b)
+            gap = b["ts_ns"] - (a["ts_ns"] + a["dur_ns"])
+            if 0 <= gap <= 5_000_000:
+                n += 1
+                gaps.append(gap)
+        counts.append(n)
+    assert ev["occurrences"] == max(counts) and ev["occurrences"] >= 3, (ev, counts)
+    assert ev["max_gap_ns"] == max(gaps), (ev, gaps)
+    assert_steps(js, pids, steps, 4)
+
+
+def test_traffic_growth(bpf, torch_available, reaper, start_tracer, tmp_path):
+    steps = 6
+    js, tr, pids = run_gloo(reaper, start_tracer, tmp_path, FAULTS,
+                            ["--steps", steps, "--grow"])
+    assert [x["kind"] for x in findings(js)] == ["traffic_growth"], js["findings"]
+    f = findings(js)[0]
+    assert f["severity"] == "warning" and sorted(f["ranks"]) == [0, 1], f
+    ev = f["evidence"]
+    # step k: the gradient (1000 + 500 k floats) and the loss (1 float)
+    assert ev == {"steps_growing": steps - 1, "steps": steps,
+                  "bytes_per_step_from": 1000 * 4 + 4,
+                  "bytes_per_step_to": (1000 + 500 * (steps - 1)) * 4 + 4}, ev
+    assert_steps(js, pids, steps, 2)
+    for pid in pids:
+        p = diag_proc(js, pid)
+        assert (p["first_step_bytes"], p["last_step_bytes"], p["steps_growing"]) == (
+            4004, (1000 + 500 * (steps - 1)) * 4 + 4, steps - 1), p
