@@ -69,6 +69,7 @@ static const char usage_text[] =
     "  sudo commtrace-bpf -p 4242,4243 -d 30 --json comm.json\n"
     "  sudo commtrace-bpf -i 5 -- mpirun -np 4 ./train   # launch, follow every rank\n"
     "  sudo commtrace-bpf -p 4242 --table - --noise-level 2   # who caused each collective\n"
+    "  sudo commtrace-bpf -p 4242 --ops --table - --noise-level 2   # every op and module\n"
     "  sudo commtrace-bpf --dry-run -p 4242           # what would be probed\n"
     "  sudo commtrace-bpf -p 4242,4243 --chrome comm.trace.json   # open in ui.perfetto.dev\n"
     "  sudo commtrace-bpf -p 4242,4243 --hang-after 10 --json d.json   # late ranks, hangs\n"
