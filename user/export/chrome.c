@@ -982,17 +982,6 @@ static cJSON *u64_item(uint64_t v)
 
 static cJSON *build_metadata(struct ct_chrome *c, struct ct_session *s)
 {
-	static const char *const drop_names[CT_DROP_MAX] = {
-	    [CT_DROP_RINGBUF] = "ringbuf_full",
-	    [CT_DROP_THREADS] = "thread_table_full",
-	    [CT_DROP_DEPTH] = "nesting_too_deep",
-	    [CT_DROP_UNPAIRED] = "unpaired_returns",
-	    [CT_DROP_READ] = "unreadable_args",
-	    [CT_DROP_RINGBUF_RET] = "returns_lost",
-	    [CT_DROP_RINGBUF_PROC] = "process_events_lost",
-	    [CT_DROP_OPS] = "op_records_lost",
-	    [CT_DROP_OPS_DEPTH] = "ops_nesting_too_deep",
-	};
 	const struct ct_opts *o = s->opts;
 	cJSON *m = cJSON_CreateObject(), *x, *procs, *pids;
 	char buf[32];
@@ -1030,7 +1019,7 @@ static cJSON *build_metadata(struct ct_chrome *c, struct ct_session *s)
 	cJSON_AddNumberToObject(m, "dropped_events", (double)ct_session_drops(s));
 	x = cJSON_AddObjectToObject(m, "drops");
 	for (int k = 0; k < CT_DROP_MAX; k++)
-		cJSON_AddNumberToObject(x, drop_names[k], (double)s->drops[k]);
+		cJSON_AddNumberToObject(x, ct_drop_name(k), (double)s->drops[k]);
 	cJSON_AddNumberToObject(x, "user_space", (double)s->dropped_user);
 	cJSON_AddNumberToObject(x, "processes_over_limit", (double)s->lost_procs);
 	x = cJSON_AddObjectToObject(m, "export");

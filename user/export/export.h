@@ -18,6 +18,8 @@ int ct_write_table(struct ct_session *s, const char *path, int noise);
 
 /* Total drops of all kinds. */
 uint64_t ct_session_drops(const struct ct_session *s);
+/* The name of a drop kind (enum ct_drop) in the JSON, the Chrome metadata and the metrics. */
+const char *ct_drop_name(int kind);
 /* Calls lost (their entry record): calls made = calls counted + this. */
 uint64_t ct_session_dropped_calls(const struct ct_session *s);
 

@@ -16,6 +16,23 @@ uint64_t ct_session_dropped_calls(const struct ct_session *s)
 	return s->drops[CT_DROP_RINGBUF] + s->drops[CT_DROP_THREADS] + s->dropped_user;
 }
 
+const char *ct_drop_name(int kind)
+{
+	static const char *const names[CT_DROP_MAX] = {
+	    [CT_DROP_RINGBUF] = "ringbuf_full",
+	    [CT_DROP_THREADS] = "thread_table_full",
+	    [CT_DROP_DEPTH] = "nesting_too_deep",
+	    [CT_DROP_UNPAIRED] = "unpaired_returns",
+	    [CT_DROP_READ] = "unreadable_args",
+	    [CT_DROP_RINGBUF_RET] = "returns_lost",
+	    [CT_DROP_RINGBUF_PROC] = "process_events_lost",
+	    [CT_DROP_OPS] = "op_records_lost",
+	    [CT_DROP_OPS_DEPTH] = "ops_nesting_too_deep",
+	};
+
+	return kind >= 0 && kind < CT_DROP_MAX && names[kind] ? names[kind] : "unnamed";
+}
+
 uint64_t ct_session_drops(const struct ct_session *s)
 {
 	/* Anomalies that lose no event (unpaired returns, unreadable args) are not drops. */
@@ -262,17 +279,6 @@ static cJSON *proc_obj(struct ct_proc *p, bool sharding, cJSON *all_counts, uint
 
 int ct_export_json(struct ct_session *s, const char *path)
 {
-	static const char *const drop_names[CT_DROP_MAX] = {
-	    [CT_DROP_RINGBUF] = "ringbuf_full",
-	    [CT_DROP_THREADS] = "thread_table_full",
-	    [CT_DROP_DEPTH] = "nesting_too_deep",
-	    [CT_DROP_UNPAIRED] = "unpaired_returns",
-	    [CT_DROP_READ] = "unreadable_args",
-	    [CT_DROP_RINGBUF_RET] = "returns_lost",
-	    [CT_DROP_RINGBUF_PROC] = "process_events_lost",
-	    [CT_DROP_OPS] = "op_records_lost",
-	    [CT_DROP_OPS_DEPTH] = "ops_nesting_too_deep",
-	};
 	cJSON *root = cJSON_CreateObject(), *counts = cJSON_CreateObject();
 	cJSON *procs = cJSON_CreateArray(), *drops = cJSON_CreateObject(), *clock;
 	char tmp[4096], *text;
@@ -295,7 +301,7 @@ int ct_export_json(struct ct_session *s, const char *path)
 	cJSON_AddItemToObject(root, "dropped_events", num((double)ct_session_drops(s)));
 	cJSON_AddItemToObject(root, "dropped_calls", u64(ct_session_dropped_calls(s)));
 	for (int k = 0; k < CT_DROP_MAX; k++)
-		cJSON_AddItemToObject(drops, drop_names[k], num((double)s->drops[k]));
+		cJSON_AddItemToObject(drops, ct_drop_name(k), num((double)s->drops[k]));
 	cJSON_AddItemToObject(drops, "user_space", num((double)s->dropped_user));
 	cJSON_AddItemToObject(drops, "processes_over_limit", num((double)s->lost_procs));
 	cJSON_AddItemToObject(drops, "group_size_unknown", u64(s->group_size_unknown));

@@ -277,17 +277,6 @@ static void render_findings(struct ct_session *s, struct ct_sbuf *b)
 
 void ct_metrics_render(struct ct_session *s, struct ct_sbuf *b, uint64_t wall_ns, double render_s)
 {
-	static const char *const drop_names[CT_DROP_MAX] = {
-	    [CT_DROP_RINGBUF] = "ringbuf_full",
-	    [CT_DROP_THREADS] = "thread_table_full",
-	    [CT_DROP_DEPTH] = "nesting_too_deep",
-	    [CT_DROP_UNPAIRED] = "unpaired_returns",
-	    [CT_DROP_READ] = "unreadable_args",
-	    [CT_DROP_RINGBUF_RET] = "returns_lost",
-	    [CT_DROP_RINGBUF_PROC] = "process_events_lost",
-	    [CT_DROP_OPS] = "op_records_lost",
-	    [CT_DROP_OPS_DEPTH] = "ops_nesting_too_deep",
-	};
 	uint32_t nfuncs = (uint32_t)ct_catalog_size();
 	int live = 0;
 
@@ -352,10 +341,8 @@ void ct_metrics_render(struct ct_session *s, struct ct_sbuf *b, uint64_t wall_ns
 	family(b, "commtrace_drops_total", "counter",
 	       "Drops and anomalies by reason, as in the JSON report's drops (docs/json.md).");
 	for (int k = 0; k < CT_DROP_MAX; k++) {
-		if (!drop_names[k]) /* a kind added to the ABI and not named here yet */
-			continue;
 		ct_sbuf_printf(b, "commtrace_drops_total{");
-		label(b, "reason", drop_names[k], true);
+		label(b, "reason", ct_drop_name(k), true);
 		ct_sbuf_printf(b, "} %llu\n", (unsigned long long)s->drops[k]);
 	}
 	ct_sbuf_printf(b, "commtrace_drops_total{reason=\"user_space\"} %llu\n",
