@@ -394,8 +394,19 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 		}
 		}
 	}
-	if (s->opts->sharding && p->root_module && !p->params) /* once, while it runs */
-		p->params = ct_params_collect(p->pid, &p->py, p->root_module);
+	/* Once, while it runs; again (up to 3 times) if part of it could not be read. */
+	if (s->opts->sharding && p->root_module &&
+	    (!p->params || ((p->params->err || p->params->unreadable) && p->params_tries < 3))) {
+		struct ct_params *prm = ct_params_collect(p->pid, &p->py, p->root_module);
+
+		p->params_tries++;
+		if (prm && p->params && (prm->err == -ESRCH || prm->n < p->params->n)) {
+			ct_params_free(prm); /* gone meanwhile: keep the better read */
+		} else if (prm) {
+			ct_params_free(p->params);
+			p->params = prm;
+		}
+	}
 	/* Frames that could not be read leave holes: keep the stack dense. */
 	for (int i = 0, j = 0; i < nstack; i++)
 		if (stack[i].qualname)

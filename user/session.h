@@ -104,6 +104,7 @@ struct ct_proc {
 	bool py_checked, has_python;
 	uint64_t root_module;	  /* the outermost nn.Module seen on a stack (its address) */
 	struct ct_params *params; /* --sharding: read at the first root_module, or NULL */
+	int params_tries;	  /* reads of params so far */
 	struct ct_pyops *ops;	  /* --ops: its calls in flight per thread, or NULL */
 	/* the tree node of each thread's outermost call in flight, for its duration */
 	struct {

@@ -117,7 +117,7 @@ def test_seed000_sharding(bpf, torch_available, reaper, start_tracer, tmp_path):
     world = 2
     table = tmp_path / "table.txt"
     js, pids, _ = trace_ranks(reaper, start_tracer, tmp_path, "seed000_mlp.py",
-                              "--forwards", 2, "--backward",
+                              "--forwards", 2, "--backward", "--linger", 1,
                               extra=("--sharding", "--table", table))
     local = 32 // world
     want_info = {

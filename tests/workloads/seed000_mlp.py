@@ -14,6 +14,8 @@ Ranks: MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE in the environment, Gloo backend.
   --wait-file P     write the pid to P.pid.RANK after init, wait for P to exist
   --expect F        write this rank's ledger (what it did) to F.RANK as JSON
   --time            rank 0 prints "ns_per_forward N" (the loop only)
+  --linger S        stay S seconds after the loop (a tracer reading the live model, as
+                    --sharding does, then still finds it)
   --torch-profiler  run the loop under torch.profiler (CPU, shapes recorded)
 """
 import argparse
@@ -100,6 +102,7 @@ def main():
     ap.add_argument("--expect")
     ap.add_argument("--time", action="store_true")
     ap.add_argument("--torch-profiler", action="store_true")
+    ap.add_argument("--linger", type=float, default=0)
     a = ap.parse_args()
 
     dist.init_process_group("gloo")
@@ -124,6 +127,7 @@ def main():
                 out.to_local().sum().backward()
     if a.time and rank == 0:
         print(f"ns_per_forward {(time.perf_counter_ns() - t0) / a.forwards:.1f}", flush=True)
+    time.sleep(a.linger)
     ledger = {
         "rank": rank,
         "forwards": a.forwards,
