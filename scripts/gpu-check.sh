@@ -49,31 +49,8 @@ wait_line() {
 	return 1
 }
 
-run() {
-	local ct=${COMMTRACE_BPF:-$here/.gpu/commtrace-bpf} py=${PYTHON:-python3} t
-	local steps=${GPU_STEPS:-nccl devprof tp}
-	dest=${1:-${OUT:-/tmp/gpu-check}}
-	out=$(mktemp -d /tmp/gpu-check.XXXXXX)
-	mkdir -p "$dest"
-	exec > >(tee "$dest/gpu-check.log") 2>&1
-	trap 'tar czf "$dest/results.tgz" --exclude=megakernel -C "$out" .' EXIT
-	echo "== machine"
-	uname -r
-	nvidia-smi -L
-	$py -c 'import sys, torch; print(sys.version.split()[0], sys.executable, torch.__version__, "nccl", torch.cuda.nccl.version())'
-	readlink -f "$(command -v $py)"
-	ls -l /sys/kernel/btf/vmlinux
-	local nccl
-	nccl=$($py -c 'import glob, os, nvidia.nccl as n; print(sorted(glob.glob(os.path.join(list(n.__path__)[0], "lib", "libnccl.so*")))[0])' 2>/dev/null)
-	echo "libnccl: $nccl"
-
-	echo "== commtrace-bpf --check"
-	$ct --check
-	echo "rc=$?"
-	echo "== dry run on $nccl"
-	$ct --dry-run --lib "$nccl" | head -3
-
-	if [[ " $steps " == *" nccl "* ]]; then
+# NCCL collectives of a real PyTorch job, in launch and attach mode, against its ledger.
+step_nccl() {
 	echo "== NCCL, launch mode"
 	t=$out/launch
 	timeout 240 $ct --json "$t.json" --chrome "$t.trace.json" --table "$t.table" \
@@ -141,9 +118,10 @@ for mode in ("launch", "attach"):
         print(f"  c10d {name}: {c and {k: c[k] for k in ('calls', 'bytes_sent', 'bytes_received', 'dtype')}}")
     print(f"{mode}: {'PASS' if ok else 'FAIL'}")
 EOF
+}
 
-	fi
-	if [[ " $steps " == *" devprof "* ]]; then
+# The devprof MegaKernel on the GPU, its buffer decoded.
+step_devprof() {
 	echo "== devprof MegaKernel on the GPU"
 	if nvcc -O2 -arch=sm_90 -Iinclude -o "$out/megakernel" tests/progs/megakernel.cu; then
 		timeout 120 "$out/megakernel" "$out/mk.bin" 6
@@ -152,9 +130,10 @@ EOF
 		$ct devprof decode "$out/mk.bin" -o "$out/mk.trace.json"
 		echo "decode rc=$? $(stat -c %s "$out/mk.trace.json" 2>/dev/null) bytes"
 	fi
+}
 
-	fi
-	if [[ " $steps " == *" tp "* ]]; then
+# Seed 000's TP MLP on DTensor: CommDebugMode's counts, commtrace's, and their costs.
+step_tp() {
 	echo "== TP MLP (DTensor, Gloo, 2 ranks): CommDebugMode vs commtrace"
 	t=$out/tp
 	# Forward only: CommDebugMode 2.11's module tracker fails in backward here
@@ -205,8 +184,36 @@ for p in js["processes"]:
     print("  first records:", json.dumps(recs[:2])[:600])
 EOF
 	head -30 "$t.table"
+}
 
-	fi
+run() {
+	local ct=${COMMTRACE_BPF:-$here/.gpu/commtrace-bpf} py=${PYTHON:-python3} t
+	local steps=${GPU_STEPS:-nccl devprof tp}
+	dest=${1:-${OUT:-/tmp/gpu-check}}
+	out=$(mktemp -d /tmp/gpu-check.XXXXXX)
+	mkdir -p "$dest"
+	exec > >(tee "$dest/gpu-check.log") 2>&1
+	trap 'tar czf "$dest/results.tgz" --exclude=megakernel -C "$out" .' EXIT
+	echo "== machine"
+	uname -r
+	nvidia-smi -L
+	$py -c 'import sys, torch; print(sys.version.split()[0], sys.executable, torch.__version__, "nccl", torch.cuda.nccl.version())'
+	readlink -f "$(command -v $py)"
+	ls -l /sys/kernel/btf/vmlinux
+	local nccl
+	nccl=$($py -c 'import glob, os, nvidia.nccl as n; print(sorted(glob.glob(os.path.join(list(n.__path__)[0], "lib", "libnccl.so*")))[0])' 2>/dev/null)
+	echo "libnccl: $nccl"
+
+	echo "== commtrace-bpf --check"
+	$ct --check
+	echo "rc=$?"
+	echo "== dry run on $nccl"
+	$ct --dry-run --lib "$nccl" | head -3
+
+	for step in $steps; do
+		declare -F "step_$step" >/dev/null || { echo "unknown step '$step'"; continue; }
+		"step_$step"
+	done
 	echo "== torch object layouts (for the c10d catalog)"
 	$py scripts/torch-layout.py
 	echo "== done"
