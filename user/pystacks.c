@@ -482,19 +482,19 @@ void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_eve
 		return;
 	}
 	st->ops.entries++;
+	if (ev->unclassified)
+		st->ops.unclassified++;
 	if (!ct_py_symbolize(st->sym, p->pid, &p->py.offsets, ev->code, 0, &f)) {
 		r = role_of(st, p->pid, ev->code, &f);
 		if (r && r->role != CT_ROLE_MODULE && r->role != CT_ROLE_OP &&
 		    r->role != CT_ROLE_REDISTRIBUTE)
 			r = NULL; /* helpers and backward markers name collectives, not calls */
-		if (ev->unclassified) {
-			st->ops.unclassified++;
+		if (ev->unclassified)
 			set_verdict(s, p->pid, ev->code, r != NULL);
-		} else if (!r) {
+		else if (!r)
 			st->ops.unwanted++;
-		}
 	} else {
-		st->symbolize_errors++;
+		st->ops.unresolved++; /* the process exited before its code object was read */
 	}
 	if (r) {
 		uint8_t type = node_type(r);

@@ -21,6 +21,7 @@ struct ct_ops_stats {
 	uint64_t unwanted;     /* of them, not profiled although BPF knew it (0 unless
 				  the verdict map evicted it) */
 	uint64_t verdicts;     /* verdicts written to BPF */
+	uint64_t unresolved;   /* of them, code objects no longer readable */
 	uint64_t unpaired;     /* exits that matched no entry */
 	uint64_t lost;	       /* calls not followed: no thread slot, too deep */
 };

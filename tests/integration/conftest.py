@@ -271,9 +271,15 @@ def wait_files(paths, timeout=60, procs=()):
         time.sleep(0.05)
 
 
-def read_pid(path):
-    with open(path) as f:
-        return int(f.read().strip())
+def read_pid(path, timeout=10):
+    """The pid in path; the writer may have created it and not yet written the line."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with open(path) as f:
+            text = f.read()
+        if text.endswith("\n") or time.monotonic() > deadline:
+            return int(text.strip())
+        time.sleep(0.02)
 
 
 def touch(path):

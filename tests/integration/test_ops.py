@@ -25,7 +25,9 @@ def check_ops_stats(js, kept):
     # Functions outside the profiles reach user space only as first sightings, sent
     # before BPF had the verdict: no entry of a code object BPF knew as unprofiled.
     assert ops["unwanted"] == 0, ops
-    assert ops["kept"] <= ops["entries"] <= ops["kept"] + ops["unclassified"], ops
+    # (unresolved: the process had exited before user space read the code object.)
+    assert ops["kept"] <= ops["entries"] <= ops["kept"] + ops["unclassified"] + \
+        ops["unresolved"], ops
     assert ops["unpaired_exits"] == 0 and ops["lost"] == 0, ops
     assert js["drops"]["op_records_lost"] == 0 and js["drops"]["ops_nesting_too_deep"] == 0
 
@@ -34,7 +36,7 @@ def test_ops_seed000(bpf, torch_available, reaper, start_tracer, tmp_path):
     forwards = 4
     chrome = tmp_path / "trace.chrome.json"
     js, pids, tr = trace_ranks(reaper, start_tracer, tmp_path, "seed000_mlp.py",
-                               "--forwards", forwards, "--backward",
+                               "--forwards", forwards, "--backward", "--linger", 1,
                                extra=("--ops", "--chrome", chrome))
     forward = ("Module((root))", [
         ("Module(fc1)", [("Op(linear)", [])]),

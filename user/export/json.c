@@ -321,6 +321,7 @@ int ct_export_json(struct ct_session *s, const char *path)
 		cJSON_AddItemToObject(ops, "kept", u64(o->kept));
 		cJSON_AddItemToObject(ops, "unclassified", u64(o->unclassified));
 		cJSON_AddItemToObject(ops, "unwanted", u64(o->unwanted));
+		cJSON_AddItemToObject(ops, "unresolved", u64(o->unresolved));
 		cJSON_AddItemToObject(ops, "verdicts", u64(o->verdicts));
 		cJSON_AddItemToObject(ops, "unpaired_exits", u64(o->unpaired));
 		cJSON_AddItemToObject(ops, "lost", u64(o->lost));
