@@ -112,6 +112,9 @@ static const char *const c10d_files[] = {"libtorch_cpu.so", "libtorch_cuda.so", 
  * libtorch_cpu.so.1.13), else from torch/version.py beside torch/lib/ (pip wheels),
  * else 0 (unknown: the newest layout is assumed).
  */
+static char last_vpath[4096];
+static int last_major;
+
 int ct_torch_major(const char *path)
 {
 	const char *base = strrchr(path, '/'), *so;
@@ -126,13 +129,19 @@ int ct_torch_major(const char *path)
 	if (base == path || (size_t)(base - path) + sizeof("../version.py") > sizeof(vpath))
 		return 0;
 	snprintf(vpath, sizeof(vpath), "%.*s../version.py", (int)(base - path), path);
+	/* Both c10d descriptions ask, for every mapping of the file, at every rescan: the
+	 * last answer is kept. */
+	if (!strcmp(vpath, last_vpath))
+		return last_major;
 	f = fopen(vpath, "re");
-	if (!f)
-		return 0;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "__version__ = '%d.", &major) == 1)
-			break;
-	fclose(f);
+	if (f) {
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "__version__ = '%d.", &major) == 1)
+				break;
+		fclose(f);
+	}
+	snprintf(last_vpath, sizeof(last_vpath), "%s", vpath);
+	last_major = major;
 	return major;
 }
 
