@@ -28,6 +28,18 @@ struct {
 
 static struct ct_op_thread zero_op_thread;
 
+static __always_inline void fill_op(struct ct_op_event *ev, __u8 type, __u64 pid_tgid, __u64 code,
+				    __u64 self, __u64 arg1, __u8 unclassified, __u8 has_vals)
+{
+	fill_hdr(&ev->hdr, type, 0, pid_tgid, 0, bpf_ktime_get_ns());
+	ev->code = code;
+	ev->self = self;
+	ev->arg1 = arg1;
+	ev->unclassified = unclassified;
+	ev->has_vals = has_vals;
+	__builtin_memset(ev->pad, 0, sizeof(ev->pad));
+}
+
 static __always_inline int emit_op(__u8 type, __u64 pid_tgid, __u64 code, __u64 self, __u64 arg1,
 				   __u8 unclassified)
 {
@@ -37,14 +49,92 @@ static __always_inline int emit_op(__u8 type, __u64 pid_tgid, __u64 code, __u64 
 		count_drop(CT_DROP_OPS);
 		return 0;
 	}
-	fill_hdr(&ev->hdr, type, 0, pid_tgid, 0, bpf_ktime_get_ns());
-	ev->code = code;
-	ev->self = self;
-	ev->arg1 = arg1;
-	ev->unclassified = unclassified;
-	__builtin_memset(ev->pad, 0, sizeof(ev->pad));
+	fill_op(ev, type, pid_tgid, code, self, arg1, unclassified, 0);
 	bpf_ringbuf_submit(ev, wakeup_flag());
 	return 0;
+}
+
+/*
+ * One value an op got or returned: its type and, where torch's layout is known, the
+ * TensorImpl fields behind a THPVariable (MaybeOwned<at::Tensor>: owned, the union holds
+ * the TensorImpl *; borrowed, an at::Tensor * to it). Read blindly: for an object that is
+ * not a tensor the reads fail or give values user space discards by the type.
+ */
+static __always_inline void describe_val(const struct ct_pyproc_bpf *pp, __u64 obj,
+					 struct ct_op_val *v)
+{
+	const struct ct_pyvals_bpf *pv = &pp->vals;
+	__u64 impl, src;
+	__u8 borrowed = 0;
+
+	v->obj = obj;
+	if (!obj)
+		return;
+	v->type = rd64(obj + pp->off.object_type);
+	if (!pv->ti_dtype)
+		return;
+	if (bpf_probe_read_user(&borrowed, 1, (void *)(obj + pv->thp_borrowed)) || borrowed > 1)
+		return;
+	impl = rd64(obj + pv->thp_cdata);
+	if (borrowed)
+		impl = rd64(impl);
+	if (!impl)
+		return;
+	v->ndim = rd64(impl + pv->ti_dim);
+	v->numel = (__s64)rd64(impl + pv->ti_numel);
+	src = impl + pv->ti_sizes;
+	if (v->ndim > pv->inline_max)
+		src = rd64(src); /* sizes then strides on the heap: 2 * ndim > CT_OP_DIMS */
+	if (bpf_probe_read_user(&v->dtype, sizeof(v->dtype), (void *)(impl + pv->ti_dtype)) ||
+	    bpf_probe_read_user(v->sizes, sizeof(v->sizes), (void *)src))
+		return;
+	v->impl = 1;
+}
+
+/* The items of a tuple (at entry the args tuple; at exit a returned tuple), else obj. */
+static __always_inline void describe_vals(const struct ct_pyproc_bpf *pp, __u64 obj, bool tuple,
+					  struct ct_op_vals *vs)
+{
+	__u64 items = obj + pp->vals.tuple_items;
+	__u32 n = 1;
+
+	if (tuple) {
+		n = (__u32)rd64(obj + pp->vals.var_size);
+		vs->tuple = 1;
+	} else if (!obj) {
+		n = 0; /* an exception */
+	}
+	vs->total = n;
+	for (int i = 0; i < CT_OP_VALS; i++) {
+		if (i >= n)
+			break;
+		describe_val(pp, tuple ? rd64(items + 8 * i) : obj, &vs->v[i]);
+		vs->n = i + 1;
+	}
+}
+
+static __always_inline int emit_op_vals(const struct ct_pyproc_bpf *pp, __u8 type, __u64 pid_tgid,
+					__u64 code, __u64 self, __u64 arg1, __u64 obj, bool tuple)
+{
+	struct ct_op_vals_event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+
+	if (!ev) {
+		count_drop(CT_DROP_OPS);
+		return 0;
+	}
+	fill_op(&ev->op, type, pid_tgid, code, self, arg1, 0, 1);
+	__builtin_memset(&ev->vals, 0, sizeof(ev->vals));
+	describe_vals(pp, obj, tuple, &ev->vals);
+	bpf_ringbuf_submit(ev, wakeup_flag());
+	return 0;
+}
+
+/* Is the object at obj a tuple (or a subclass)? */
+static __always_inline bool is_tuple(const struct ct_pyproc_bpf *pp, __u64 obj)
+{
+	__u64 type = obj ? rd64(obj + pp->off.object_type) : 0;
+
+	return type && (rd64(type + pp->vals.type_flags) & pp->vals.tuple_flag);
 }
 
 SEC("uprobe")
@@ -55,7 +145,7 @@ int ct_py_enter(struct pt_regs *ctx)
 	struct ct_op_key key = {.tgid = pid_tgid >> 32};
 	struct ct_pyproc_bpf *pp = bpf_map_lookup_elem(&pyprocs, &key.tgid);
 	struct ct_op_thread *t;
-	__u8 *verdict;
+	__u8 *verdict, argidx;
 
 	if (!pp)
 		return 0;
@@ -76,13 +166,21 @@ int ct_py_enter(struct pt_regs *ctx)
 		count_drop(CT_DROP_OPS_DEPTH);
 		return 0;
 	}
+	argidx = verdict ? *verdict >> 4 : 0;
 	t->at[n & (CT_OPS_MAX_DEPTH - 1)].depth = t->depth;
+	t->at[n & (CT_OPS_MAX_DEPTH - 1)].vals = argidx != 0;
 	t->at[n & (CT_OPS_MAX_DEPTH - 1)].code = key.code;
 	t->n = n + 1;
 	self = rd64(frame + pp->off.frame_localsplus);
 	if (self && pp->cell_type && rd64(self + pp->off.object_type) == pp->cell_type)
 		self = rd64(self + pp->off.object_type + 8); /* PyCellObject.ob_ref */
 	arg1 = rd64(frame + pp->off.frame_localsplus + 8);
+	if (argidx) {
+		__u64 args = rd64(frame + pp->off.frame_localsplus + 8 * ((argidx - 1) & 15));
+
+		return emit_op_vals(pp, CT_EV_OP, pid_tgid, key.code, self, arg1, args,
+				    is_tuple(pp, args));
+	}
 	return emit_op(CT_EV_OP, pid_tgid, key.code, self, arg1, !verdict);
 }
 
@@ -90,9 +188,10 @@ SEC("uretprobe")
 int ct_py_exit(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)pid_tgid, n;
+	__u32 tid = (__u32)pid_tgid, n, tgid = pid_tgid >> 32;
 	struct ct_op_thread *t = bpf_map_lookup_elem(&op_threads, &tid);
-	__u64 code;
+	struct ct_pyproc_bpf *pp;
+	__u64 code, ret;
 
 	if (!t || !t->depth)
 		return 0; /* a frame entered before the attach */
@@ -102,6 +201,14 @@ int ct_py_exit(struct pt_regs *ctx)
 		code = t->at[(n - 1) & (CT_OPS_MAX_DEPTH - 1)].code;
 		t->n = n - 1;
 		t->depth--;
+		pp = t->at[(n - 1) & (CT_OPS_MAX_DEPTH - 1)].vals
+			 ? bpf_map_lookup_elem(&pyprocs, &tgid)
+			 : NULL;
+		if (pp) {
+			ret = PT_REGS_RC(ctx); /* the PyObject * returned, NULL on an exception */
+			return emit_op_vals(pp, CT_EV_OPEXIT, pid_tgid, code, 0, 0, ret,
+					    is_tuple(pp, ret));
+		}
 		return emit_op(CT_EV_OPEXIT, pid_tgid, code, 0, 0, 0);
 	}
 	t->depth--;

@@ -147,9 +147,11 @@ static int obj_offsets(void)
 	O("type_basicsize", offsetof(PyTypeObject, tp_basicsize));
 	O("type_itemsize", offsetof(PyTypeObject, tp_itemsize));
 	O("type_dictoffset", offsetof(PyTypeObject, tp_dictoffset));
+	O("type_base", offsetof(PyTypeObject, tp_base));
 	O("ht_cached_keys", offsetof(PyHeapTypeObject, ht_cached_keys));
 	O("tpflags_dict_subclass", Py_TPFLAGS_DICT_SUBCLASS);
 	O("tpflags_type_subclass", Py_TPFLAGS_TYPE_SUBCLASS);
+	O("tpflags_tuple_subclass", Py_TPFLAGS_TUPLE_SUBCLASS);
 #ifdef Py_TPFLAGS_MANAGED_DICT
 	O("tpflags_managed_dict", Py_TPFLAGS_MANAGED_DICT);
 	tp.tp_flags = Py_TPFLAGS_MANAGED_DICT;

@@ -285,10 +285,12 @@ int ct_events_handle(void *ctx, void *data, size_t len)
 		break;
 	case CT_EV_OP:
 	case CT_EV_OPEXIT: {
+		const struct ct_op_event *ev = data;
 		struct ct_proc *p = ct_proc_find(s, h->pid);
 
-		if (p && len >= sizeof(struct ct_op_event))
-			ct_py_on_op(s, p, data);
+		if (p && len >= sizeof(*ev) &&
+		    (!ev->has_vals || len >= sizeof(struct ct_op_vals_event)))
+			ct_py_on_op(s, p, ev);
 		break;
 	}
 	case CT_EV_EXEC:

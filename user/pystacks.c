@@ -17,6 +17,7 @@
 #include "pystacks.h"
 #include "commtrace/pyoffsets.h"
 #include "python/objects.h"
+#include "python/opvals.h"
 #include "python/params.h"
 #include "python/profiles.h"
 #include "python/symbolize.h"
@@ -49,6 +50,7 @@ struct ct_pystate {
 	struct name_slot names[NAME_CACHE];
 	uint64_t stacks, frames, symbolize_errors;
 	struct ct_ops_stats ops;
+	struct ct_opvals_cache *vals; /* --ops: op argument and result types */
 };
 
 /* --ops: per process, the calls in flight on each thread as BPF sent them. */
@@ -71,7 +73,10 @@ int ct_py_init(struct ct_session *s, char *err, size_t errlen)
 	if (!st)
 		return -ENOMEM;
 	st->sym = ct_pysym_cache_new(CT_PYSYM_DEFAULT_CAP);
-	if (!st->sym) {
+	st->vals = ct_opvals_cache_new();
+	if (!st->sym || !st->vals) {
+		ct_pysym_cache_free(st->sym);
+		ct_opvals_cache_free(st->vals);
 		free(st);
 		return -ENOMEM;
 	}
@@ -80,6 +85,7 @@ int ct_py_init(struct ct_session *s, char *err, size_t errlen)
 		rc = ct_profiles_load(&st->profiles, s->opts->profile_path, err, errlen);
 		if (rc) {
 			ct_pysym_cache_free(st->sym);
+			ct_opvals_cache_free(st->vals);
 			free(st);
 			return rc;
 		}
@@ -93,6 +99,7 @@ void ct_py_free(struct ct_session *s)
 	if (!s->py)
 		return;
 	ct_pysym_cache_free(s->py->sym);
+	ct_opvals_cache_free(s->py->vals);
 	free(s->py);
 	s->py = NULL;
 }
@@ -134,10 +141,66 @@ static int attach_ops(struct ct_session *s, struct ct_proc *p)
 	return rc;
 }
 
-int ct_py_attach_proc(struct ct_session *s, struct ct_proc *p)
+/* What BPF needs to describe op arguments and results; torch's part once it is loaded. */
+static void fill_vals(const struct ct_proc *p, const struct ct_torch_layout *tl,
+		      struct ct_pyvals_bpf *v)
+{
+	const struct ct_py_objoffsets *oo = ct_py_objoffsets_for(p->py.major, p->py.minor);
+
+	memset(v, 0, sizeof(*v));
+	if (!oo)
+		return;
+	v->var_size = oo->var_size;
+	v->tuple_items = oo->tuple_items;
+	v->type_flags = oo->type_flags;
+	v->tuple_flag = oo->tpflags_tuple_subclass;
+	if (tl) {
+		v->thp_borrowed = tl->thp_borrowed;
+		v->thp_cdata = tl->thp_cdata;
+		v->ti_dim = tl->ti_dim;
+		v->ti_sizes = tl->ti_sizes;
+		v->ti_numel = tl->ti_numel;
+		v->ti_dtype = tl->ti_dtype;
+		v->inline_max = tl->inline_max;
+	}
+}
+
+static int update_pyproc(struct ct_session *s, struct ct_proc *p, const struct ct_torch_layout *tl)
 {
 	struct ct_pyproc_bpf v = {0};
 	__u32 key = p->pid;
+
+	v.runtime = p->py.runtime_addr;
+	v.cell_type = p->py.cell_type_addr;
+	v.off = p->py.offsets;
+	fill_vals(p, tl, &v.vals);
+	return bpf_map_update_elem(bpf_map__fd(s->skel->maps.pyprocs), &key, &v, BPF_ANY) ? -errno
+											  : 0;
+}
+
+/*
+ * --ops: before BPF describes an op's arguments, tell it torch's tensor layout if torch is
+ * loaded now (looked up until it is: ops of a framework without torch get types only).
+ */
+static void torch_layout_to_bpf(struct ct_session *s, struct ct_proc *p)
+{
+	char version[32];
+	const struct ct_torch_layout *tl;
+
+	if (p->torch_layout_set)
+		return;
+	ct_torch_version(p->pid, version, sizeof(version));
+	tl = ct_torch_layout_for(version);
+	if (!tl)
+		return;
+	if (!update_pyproc(s, p, tl))
+		p->torch_layout_set = true;
+	ct_info("commtrace: pid %d: torch %s: op arguments with dtypes and shapes\n", p->pid,
+		version);
+}
+
+int ct_py_attach_proc(struct ct_session *s, struct ct_proc *p)
+{
 	int rc;
 
 	if (p->py_checked || !s->skel || s->opts->no_stacks)
@@ -153,11 +216,9 @@ int ct_py_attach_proc(struct ct_session *s, struct ct_proc *p)
 	}
 	if (rc)
 		return 0; /* not a Python process */
-	v.runtime = p->py.runtime_addr;
-	v.cell_type = p->py.cell_type_addr;
-	v.off = p->py.offsets;
-	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.pyprocs), &key, &v, BPF_ANY))
-		return -errno;
+	rc = update_pyproc(s, p, NULL);
+	if (rc)
+		return rc;
 	p->has_python = true;
 	ct_info("commtrace: pid %d: CPython %d.%d, _PyRuntime at 0x%llx%s\n", p->pid, p->py.major,
 		p->py.minor, (unsigned long long)p->py.runtime_addr,
@@ -438,14 +499,34 @@ void ct_py_stats(const struct ct_session *s, uint64_t *stacks, uint64_t *frames,
 	*errors = s->py ? s->py->symbolize_errors : 0;
 }
 
-/* --ops: tell BPF whether to keep sending this code object's calls. */
-static void set_verdict(struct ct_session *s, pid_t pid, uint64_t code, bool keep)
+/* --ops: tell BPF whether to keep sending this code object's calls, and for an op with
+ * args=N, to describe its arguments and result. */
+static void set_verdict(struct ct_session *s, struct ct_proc *p, uint64_t code,
+			const struct ct_rule *r)
 {
-	struct ct_op_key key = {.tgid = (__u32)pid, .code = code};
-	__u8 v = keep ? CT_OPV_KEEP : CT_OPV_SKIP;
+	struct ct_op_key key = {.tgid = (__u32)p->pid, .code = code};
+	__u8 v = r ? CT_OPV_KEEP : CT_OPV_SKIP;
 
-	if (s->skel && !bpf_map_update_elem(bpf_map__fd(s->skel->maps.op_codes), &key, &v, BPF_ANY))
+	if (!s->skel)
+		return;
+	if (r && r->role == CT_ROLE_OP && r->args != CT_RULE_NO_ARGS) {
+		torch_layout_to_bpf(s, p);
+		v |= CT_OPV_ARGS(r->args);
+	}
+	if (!bpf_map_update_elem(bpf_map__fd(s->skel->maps.op_codes), &key, &v, BPF_ANY))
 		s->py->ops.verdicts++;
+}
+
+static void set_values(struct ct_session *s, struct ct_proc *p, int32_t node, bool outputs,
+		       const struct ct_op_event *ev)
+{
+	struct ct_values v;
+
+	if (node < 0 || !ev->has_vals)
+		return;
+	ct_opvals_describe(s->py->vals, p->pid, &p->py,
+			   &((const struct ct_op_vals_event *)ev)->vals, &v);
+	ct_tree_set_values(&p->tree, node, outputs, &v);
 }
 
 void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_event *ev)
@@ -478,6 +559,7 @@ void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_eve
 			return;
 		}
 		ops->threads[slot].n = --n;
+		set_values(s, p, ops->threads[slot].at[n].node, true, ev);
 		ct_tree_exit(&p->tree, ev->hdr.tid, ops->threads[slot].at[n].node, ev->hdr.ts);
 		return;
 	}
@@ -490,7 +572,7 @@ void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_eve
 		    r->role != CT_ROLE_REDISTRIBUTE)
 			r = NULL; /* helpers and backward markers name collectives, not calls */
 		if (ev->unclassified)
-			set_verdict(s, p->pid, ev->code, r != NULL);
+			set_verdict(s, p, ev->code, r);
 		else if (!r)
 			st->ops.unwanted++;
 	} else {
@@ -514,6 +596,7 @@ void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_eve
 					     ev->code, ev->self, ev->hdr.ts);
 		if (type == CT_NODE_MODULE && !mod)
 			p->root_module = ev->self;
+		set_values(s, p, node, false, ev);
 	}
 	if (n >= CT_OPS_MAX_DEPTH) {
 		st->ops.lost++;

@@ -102,6 +102,7 @@ struct ct_proc {
 	struct ct_tree tree; /* seed 000's records, from the Python stacks */
 	struct ct_pyproc py; /* its CPython, when has_python */
 	bool py_checked, has_python;
+	bool torch_layout_set;	  /* --ops: BPF knows torch's tensor layout in this process */
 	uint64_t root_module;	  /* the outermost nn.Module seen on a stack (its address) */
 	struct ct_params *params; /* --sharding: read at the first root_module, or NULL */
 	int params_tries;	  /* reads of params so far */

@@ -95,8 +95,48 @@ const char *ct_intern(const char *in)
 	return e->s;
 }
 
+/* Blobs (struct ct_values): the same budget as names, a table of their own. */
+struct iblob {
+	struct iblob *next;
+	size_t len;
+	uint64_t data[]; /* aligned for any struct of pointers and integers */
+};
+
+static struct iblob *btab[INTERN_BUCKETS];
+
+const void *ct_intern_blob(const void *p, size_t len)
+{
+	uint32_t h = 2166136261u;
+	struct iblob *e;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ ((const uint8_t *)p)[i]) * 16777619u;
+	for (e = btab[h % INTERN_BUCKETS]; e; e = e->next)
+		if (e->len == len && memcmp(e->data, p, len) == 0)
+			return e->data;
+	if (ibytes + len > INTERN_MAX_BYTES)
+		return NULL;
+	e = malloc(sizeof(*e) + len);
+	if (!e)
+		return NULL;
+	e->len = len;
+	memcpy(e->data, p, len);
+	e->next = btab[h % INTERN_BUCKETS];
+	btab[h % INTERN_BUCKETS] = e;
+	ibytes += len;
+	return e->data;
+}
+
 void ct_intern_free(void)
 {
+	for (int i = 0; i < INTERN_BUCKETS; i++) {
+		while (btab[i]) {
+			struct iblob *n = btab[i]->next;
+
+			free(btab[i]);
+			btab[i] = n;
+		}
+	}
 	for (int i = 0; i < INTERN_BUCKETS; i++) {
 		while (itab[i]) {
 			struct istr *n = itab[i]->next;
@@ -290,6 +330,48 @@ int32_t ct_tree_enter(struct ct_tree *t, uint32_t tid, uint8_t type, const char 
 	t->nodes[node].ts = ts;
 	th->open[th->nopen++] = node;
 	return node;
+}
+
+void ct_tree_set_values(struct ct_tree *t, int32_t node, bool outputs, const struct ct_values *v)
+{
+	const struct ct_values *iv;
+
+	if (node < 0 || node >= t->n)
+		return;
+	iv = ct_intern_blob(v, sizeof(*v));
+	if (!iv)
+		t->values_lost++;
+	if (outputs)
+		t->nodes[node].outputs = iv;
+	else
+		t->nodes[node].inputs = iv;
+}
+
+void ct_value_format(const struct ct_value *v, char *buf, size_t len)
+{
+	size_t o = (size_t)snprintf(buf, len, "%s", v->kind ? v->kind : "?");
+
+	for (int d = 0; d < v->ndim && o < len; d++)
+		o += (size_t)snprintf(buf + o, len - o, "%s%lld", d ? ", " : "[",
+				      (long long)v->shape[d]);
+	if (v->ndim >= 0 && o < len)
+		snprintf(buf + o, len - o, "%s", v->ndim ? "]" : "[]");
+}
+
+void ct_values_format(const struct ct_values *vs, char *buf, size_t len)
+{
+	char one[256];
+	size_t o = (size_t)snprintf(buf, len, "[");
+
+	for (int i = 0; i < vs->n && o < len; i++) {
+		ct_value_format(&vs->v[i], one, sizeof(one));
+		o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? ", " : "", one);
+	}
+	if (vs->total > vs->n && o < len)
+		o += (size_t)snprintf(buf + o, len - o, "%s+%u more", vs->n ? ", " : "",
+				      vs->total - vs->n);
+	if (o < len)
+		snprintf(buf + o, len - o, "]");
 }
 
 void ct_tree_exit(struct ct_tree *t, uint32_t tid, int32_t node, uint64_t ts)

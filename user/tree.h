@@ -14,6 +14,7 @@
 #define CT_TREE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define CT_TREE_MAX_NODES   20000 /* per process */
@@ -66,6 +67,29 @@ struct ct_tree_call {
 	int nstack;
 };
 
+/* --ops: one value an op was called with or returned (ct_values). */
+#define CT_VALUE_DIMS 6
+#define CT_VALUES_MAX 4
+#define CT_VALUES_TEXT_MAX 512 /* ct_values_format() of any ct_values fits */
+
+struct ct_value {
+	const char *kind;	/* interned type name: "DTensor", "Parameter", "float", "None" */
+	const char *dtype;	/* "torch.float32"; NULL: not a tensor, or not read */
+	const char *placements; /* interned "(Shard(dim=0),)"; NULL: none */
+	int32_t ndim;		/* -1: no shape (not a tensor, unknown layout, too many dims) */
+	int32_t pad;
+	int64_t shape[CT_VALUE_DIMS];
+};
+
+/* Interned: zero every byte (padding too) before ct_tree_set_values(). */
+struct ct_values {
+	uint32_t total; /* values in the call's args / the returned tuple; 1: one value */
+	uint8_t n;	/* described in v[] */
+	bool tuple;	/* outputs: a tuple was returned */
+	uint8_t pad[2];
+	struct ct_value v[CT_VALUES_MAX];
+};
+
 struct ct_node {
 	uint8_t type;
 	uint8_t phase;
@@ -80,6 +104,8 @@ struct ct_node {
 	uint32_t tid;
 	int32_t group_size, rank_in_group;
 	uint64_t ts, duration, bytes;
+	/* op nodes (--ops): what it was called with and returned; NULL when not read */
+	const struct ct_values *inputs, *outputs;
 	uint8_t nstack;
 	struct ct_stack_line stack[CT_TREE_MAX_STACK];
 };
@@ -95,7 +121,8 @@ struct ct_tree {
 	struct ct_node *nodes;
 	int32_t n, cap;
 	int32_t first_root, last_root;
-	uint64_t dropped; /* nodes not recorded: pool full or too deep */
+	uint64_t dropped;     /* nodes not recorded: pool full or too deep */
+	uint64_t values_lost; /* op inputs/outputs not kept: the intern table was full */
 	uint64_t clock;
 	struct ct_tree_thread threads[CT_TREE_MAX_THREADS];
 	/* seed 000's comm_counts: by the outermost collective API */
@@ -119,11 +146,18 @@ void ct_tree_set_duration(struct ct_tree *t, int32_t node, uint64_t duration);
 int32_t ct_tree_enter(struct ct_tree *t, uint32_t tid, uint8_t type, const char *name,
 		      uint64_t code, uint64_t self, uint64_t ts);
 void ct_tree_exit(struct ct_tree *t, uint32_t tid, int32_t node, uint64_t ts);
+/* "DTensor[4, 16]", "float"; and a list: "[DTensor[4, 16], Parameter[16], +1 more]". */
+void ct_value_format(const struct ct_value *v, char *buf, size_t len);
+void ct_values_format(const struct ct_values *vs, char *buf, size_t len);
+/* Attach an op's inputs (or outputs) to its node; interned, so shared across calls. */
+void ct_tree_set_values(struct ct_tree *t, int32_t node, bool outputs, const struct ct_values *v);
 /* The innermost node open on thread tid of that type (0: any type), or NULL. */
 const struct ct_node *ct_tree_open_node(struct ct_tree *t, uint32_t tid, uint8_t type);
 
 /* Interned strings: one copy per distinct string for the whole session, bounded. */
 const char *ct_intern(const char *s);
+/* One copy per distinct byte string (same budget as names); NULL past the budget. */
+const void *ct_intern_blob(const void *p, size_t len);
 /* In place: invalid UTF-8 and control characters become '?'. */
 void ct_str_sanitize(char *s);
 void ct_intern_free(void);

@@ -211,8 +211,15 @@ struct ct_op_key {
 	__u64 code;
 };
 
-#define CT_OPV_SKIP 1 /* op_codes values */
-#define CT_OPV_KEEP 2
+/*
+ * op_codes values: SKIP, or KEEP plus, for an op whose arguments are described, the
+ * local index of its args tuple + 1 in bits 4-7 (CT_OPV_ARGS(i)).
+ */
+#define CT_OPV_SKIP	    1
+#define CT_OPV_KEEP	    2
+#define CT_OPV_ARGS(i)	    (((i) + 1) << 4)
+#define CT_OPV_ARGS_IDX(v)  (((v) >> 4) - 1) /* when (v) >> 4 */
+#define CT_OPS_MAX_ARGIDX   14
 
 struct ct_op_event {
 	struct ct_hdr hdr; /* CT_EV_OP or CT_EV_OPEXIT */
@@ -220,7 +227,42 @@ struct ct_op_event {
 	__u64 self;	   /* localsplus[0], through a cell (CT_EV_OP) */
 	__u64 arg1;	   /* localsplus[1] (CT_EV_OP) */
 	__u8 unclassified; /* CT_EV_OP: op_codes did not know the code object yet */
-	__u8 pad[7];
+	__u8 has_vals;	   /* a struct ct_op_vals follows (struct ct_op_vals_event) */
+	__u8 pad[6];
+};
+
+/*
+ * What an op was called with (at entry: the items of its args tuple) or returned (at
+ * exit: the value, or the items of a returned tuple), read in BPF while the objects are
+ * certainly alive. Per value: its type, and where torch's tensor layout is known for the
+ * process (struct ct_pyvals_bpf), the TensorImpl's dim count, sizes, numel and dtype as
+ * read; user space checks them (numel = product of sizes) and names the type.
+ */
+#define CT_OP_VALS 4 /* values described per entry or exit; more are counted */
+#define CT_OP_DIMS 6 /* sizes read per tensor; more dims: no shape */
+
+struct ct_op_val {
+	__u64 obj;  /* the PyObject * */
+	__u64 type; /* its ob_type */
+	__s64 numel;
+	__s64 sizes[CT_OP_DIMS];
+	__u64 ndim;
+	__u16 dtype;
+	__u8 impl; /* the tensor fields above were read */
+	__u8 pad[5];
+};
+
+struct ct_op_vals {
+	__u32 total; /* items of the args tuple / the returned tuple; 1: one value; 0: none */
+	__u8 n;	     /* described in v[] */
+	__u8 tuple;  /* exit: the return value was a tuple */
+	__u8 pad[2];
+	struct ct_op_val v[CT_OP_VALS];
+};
+
+struct ct_op_vals_event {
+	struct ct_op_event op; /* has_vals = 1 */
+	struct ct_op_vals vals;
 };
 
 struct ct_op_thread {
@@ -228,7 +270,7 @@ struct ct_op_thread {
 	__u32 n;     /* kept calls in flight */
 	struct {
 		__u32 depth;
-		__u32 pad;
+		__u32 vals; /* describe the return value at exit */
 		__u64 code;
 	} at[CT_OPS_MAX_DEPTH];
 };

@@ -61,10 +61,28 @@ struct ct_py_offsets {
 };
 
 /* The pyprocs map's value: one traced CPython process. */
+/*
+ * --ops: where BPF finds what an op was called with and returned (struct ct_op_vals):
+ * tuples of the interpreter (from its ct_py_objoffsets) and, once torch is known in the
+ * process, the tensor layout of its version (params.h's struct ct_torch_layout); the
+ * torch fields stay 0 until then, and only types are read.
+ */
+struct ct_pyvals_bpf {
+	__u16 var_size;	   /* PyVarObject.ob_size */
+	__u16 tuple_items; /* PyTupleObject.ob_item */
+	__u16 type_flags;  /* PyTypeObject.tp_flags */
+	__u16 pad;
+	__u32 tuple_flag; /* Py_TPFLAGS_TUPLE_SUBCLASS */
+	__u16 thp_borrowed, thp_cdata;
+	__u16 ti_dim, ti_sizes, ti_numel, ti_dtype;
+	__u16 inline_max, pad2;
+};
+
 struct ct_pyproc_bpf {
 	__u64 runtime;	 /* address of _PyRuntime in the process */
 	__u64 cell_type; /* address of PyCell_Type, or 0 */
 	struct ct_py_offsets off;
+	struct ct_pyvals_bpf vals;
 };
 
 /* One Python frame as the walker sends it. */

@@ -22,11 +22,13 @@ struct ct_py_objoffsets {
 	__u16 type_basicsize;  /* tp_basicsize (Py_ssize_t) */
 	__u16 type_itemsize;   /* tp_itemsize (Py_ssize_t) */
 	__u16 type_dictoffset; /* tp_dictoffset (Py_ssize_t; < 0: from the end of a var object) */
+	__u16 type_base;       /* tp_base (PyTypeObject *) */
 	__u16 ht_cached_keys;  /* PyHeapTypeObject.ht_cached_keys: keys shared by instances */
-	__u32 tpflags_dict_subclass; /* Py_TPFLAGS_DICT_SUBCLASS */
-	__u32 tpflags_type_subclass; /* Py_TPFLAGS_TYPE_SUBCLASS: the object is a class */
-	__u32 tpflags_managed_dict;  /* Py_TPFLAGS_MANAGED_DICT (3.11+), else 0 */
-	__u32 tpflags_inline_values; /* Py_TPFLAGS_INLINE_VALUES (3.13+), else 0 */
+	__u32 tpflags_dict_subclass;  /* Py_TPFLAGS_DICT_SUBCLASS */
+	__u32 tpflags_type_subclass;  /* Py_TPFLAGS_TYPE_SUBCLASS: the object is a class */
+	__u32 tpflags_tuple_subclass; /* Py_TPFLAGS_TUPLE_SUBCLASS */
+	__u32 tpflags_managed_dict;   /* Py_TPFLAGS_MANAGED_DICT (3.11+), else 0 */
+	__u32 tpflags_inline_values;  /* Py_TPFLAGS_INLINE_VALUES (3.13+), else 0 */
 
 	/* Instance dicts the interpreter manages before the object (3.11+). */
 	__s16 managed_dict;	  /* dict pointer's offset from the object (< 0), 0 if none */

@@ -32,12 +32,50 @@ def check_ops_stats(js, kept):
     assert js["drops"]["op_records_lost"] == 0 and js["drops"]["ops_nesting_too_deep"] == 0
 
 
+def values_of(r):
+    """An op record's inputs and outputs as text, seed 000's way: DTensor[4, 16]."""
+    def one(v):
+        shape = "" if v["shape"] is None else "[" + ", ".join(map(str, v["shape"])) + "]"
+        extra = " ".join(x for x in (v["dtype"], v.get("placements")) if x)
+        return v["kind"] + shape + (" " + extra if extra else "")
+    return tuple(None if r[k] is None else [one(v) for v in r[k]] + (
+        [f"+{r[k + '_more']} more"] if k + "_more" in r else [])
+        for k in ("inputs", "outputs"))
+
+
+def same_values(got, want):
+    """Equal; but a short-lived DTensor's placements are read from user space when the
+    event is handled, after the object may have been freed: then it has none (opvals.h)."""
+    if got is None or want is None or len(got) != len(want):
+        return got == want
+    return all(g == w or (w.startswith("DTensor") and g == w.rsplit(" (", 1)[0])
+               for g, w in zip(got, want))
+
+
+def check_op_values(records, want, first_described):
+    """Each forward's ops (in call order) with what they got and returned: exact from the
+    forward first_described on; before it, an op is either not described yet (its code
+    object was unclassified when BPF saw it) or exact."""
+    per_forward = [[r for _, r in flatten([f]) if r["type"] == "op"] for f in records
+                   if label(f) == "Module((root))"]
+    assert per_forward and len(per_forward) > first_described, per_forward
+    for i, ops in enumerate(per_forward):
+        got = [(label(r),) + values_of(r) for r in ops]
+        assert [g[0] for g in got] == [w[0] for w in want], (i, got)
+        for g, w in zip(got, want):
+            ok = same_values(g[1], w[1]) and same_values(g[2], w[2])
+            assert ok or (i < first_described and g[1:] == (None, None)), \
+                (i, json.dumps(got, indent=1))
+
+
 def test_ops_seed000(bpf, torch_available, reaper, start_tracer, tmp_path):
     forwards = 4
-    chrome = tmp_path / "trace.chrome.json"
+    chrome, table = tmp_path / "trace.chrome.json", tmp_path / "table.txt"
     js, pids, tr = trace_ranks(reaper, start_tracer, tmp_path, "seed000_mlp.py",
                                "--forwards", forwards, "--backward", "--linger", 1,
-                               extra=("--ops", "--chrome", chrome))
+                               "--pause", 0.3,
+                               extra=("--ops", "--chrome", chrome, "--table", table,
+                                      "--noise-level", 1))
     forward = ("Module((root))", [
         ("Module(fc1)", [("Op(linear)", [])]),
         ("Op(gelu)", []),
@@ -59,6 +97,26 @@ def test_ops_seed000(bpf, torch_available, reaper, start_tracer, tmp_path):
                 for c in kids:
                     assert r["ts_ns"] <= c["ts_ns"]
                     assert c["ts_ns"] + c["duration_ns"] <= r["ts_ns"] + r["duration_ns"]
+    # What each op got and returned, read in BPF (2 ranks: fc1 is Linear(16, 16), fc2
+    # Linear(16, 16, bias=False)); x and every op's result are DTensors, replicated.
+    dt = "DTensor[4, 16] torch.float32 (Replicate(),)"
+    w = "Parameter[16, 16] torch.float32"
+    want = [("Op(linear)", [dt, w + " (Shard(dim=0),)", "Parameter[16] torch.float32 "
+                            "(Shard(dim=0),)"], [dt]),
+            ("Op(gelu)", [dt], [dt]),
+            ("Op(linear)", [dt, w + " (Shard(dim=1),)", "None"], [dt])]
+    for pid in pids:
+        check_op_values(debug_of(js, pid)["records"], want, first_described=1)
+    # The table shows them as seed 000 does; the last forward's ops are described.
+    ops_lines = [line.split(None, 1)[1] for line in table.read_text().splitlines()
+                 if line.lstrip().startswith("Op ")]
+    assert len(ops_lines) == len(pids) * forwards * 3, ops_lines
+    assert ops_lines[-3:] == [
+        "Op(linear) inputs=[DTensor[4, 16], Parameter[16, 16], Parameter[16]] "
+        "outputs=[DTensor[4, 16]]",
+        "Op(gelu) inputs=[DTensor[4, 16]] outputs=[DTensor[4, 16]]",
+        "Op(linear) inputs=[DTensor[4, 16], Parameter[16, 16], None] "
+        "outputs=[DTensor[4, 16]]"], ops_lines[-3:]
     # per rank and forward: 3 modules, 3 ops
     check_ops_stats(js, kept=len(pids) * forwards * 6)
     # The timeline has them all too, entry to exit, on the rank's main thread.
@@ -71,6 +129,9 @@ def test_ops_seed000(bpf, torch_available, reaper, start_tracer, tmp_path):
         assert names == {"Module((root))": forwards, "Module(fc1)": forwards,
                          "Module(fc2)": forwards, "Op(linear)": 2 * forwards,
                          "Op(gelu)": forwards}, names
+        gelus = [e["args"] for e in doc["traceEvents"] if e.get("ph") == "X"
+                 and e["pid"] == pid and e["name"] == "Op(gelu)"]
+        assert gelus[-1]["inputs"] == gelus[-1]["outputs"] == "[DTensor[4, 16]]", gelus
 
 
 def run_toy(reaper, start_tracer, tmp_path, python, forwards, *extra, nested=False):
@@ -106,6 +167,12 @@ def test_ops_every_python(bpf, mpi_available, reaper, start_tracer, tmp_path, ve
     records = debug_of(js, pid)["records"]
     assert [tree_of(r) for r in records] == [forward] * forwards, \
         json.dumps([tree_of(r) for r in records], indent=1)
+    # Without torch: the kinds of what the ops got (dispatch(op, x, w): args=2, the *args
+    # tuple) and returned.
+    check_op_values(records, [("Op(linear)", ["Tensorish", "float"], ["Tensorish"]),
+                              ("Op(gelu)", ["Tensorish"], ["Tensorish"]),
+                              ("Op(linear)", ["Tensorish", "float"], ["Tensorish"])],
+                    first_described=1)
     check_ops_stats(js, kept=forwards * 6)
     # A forward enters 15 frames from C: 6 profiled; 3 Tensorish.__init__ (a type call),
     # 3 forward() and 3 op functions (called with *args) are not. The forwards are 0.25 s

@@ -5,6 +5,8 @@
 
 #include "harness.h"
 #include "python/params.h"
+#include "python/profiles.h"
+#include "tree.h"
 
 /* A TensorImpl header as torch 1.13 lays it out (params.c), filled in by hand. */
 static void fake_impl(const struct ct_torch_layout *l, uint8_t *ti, size_t len, uint64_t dim,
@@ -99,7 +101,10 @@ TEST(params_torch_version)
 	ASSERT_NOT_NULL(ct_torch_layout_for("1.13.1+cpu"), "1.13.1");
 	ASSERT_NOT_NULL(ct_torch_layout_for("1.13"), "1.13");
 	ASSERT_TRUE(ct_torch_layout_for("1.130") == NULL, "1.130");
-	ASSERT_TRUE(ct_torch_layout_for("2.1.0") == NULL, "2.1 not measured");
+	ASSERT_EQ(ct_torch_layout_for("2.11.0+cu130")->ti_numel, 160, "2.x: measured numel");
+	ASSERT_EQ(ct_torch_layout_for("2.1.0")->ti_sizes, 72, "2.x: sizes before numel");
+	ASSERT_TRUE(ct_torch_layout_for("20.1") == NULL, "20.1");
+	ASSERT_TRUE(ct_torch_layout_for("3.0") == NULL, "3.0 unknown");
 	ASSERT_TRUE(ct_torch_layout_for("") == NULL, "unknown");
 }
 
@@ -116,4 +121,58 @@ TEST(params_placements_format)
 	ASSERT_STREQ(buf, "()", "none");
 	ct_placements_format(tiny, sizeof(tiny), two, 2);
 	ASSERT_EQ(strlen(tiny), sizeof(tiny) - 1, "cut to the buffer");
+}
+
+TEST(params_dtype_names)
+{
+	ASSERT_STREQ(ct_torch_dtype_name(6), "torch.float32", "ScalarType::Float");
+	ASSERT_STREQ(ct_torch_dtype_name(4), "torch.int64", "ScalarType::Long");
+	ASSERT_TRUE(ct_torch_dtype_name(999) == NULL, "unknown");
+}
+
+TEST(profiles_args_column)
+{
+	struct ct_rule r;
+	char err[256];
+
+	ASSERT_EQ(ct_profiles_parse_line("op *.__torch_function__ * arg1 args=3", &r, err,
+					 sizeof(err)),
+		  1, err);
+	ASSERT_EQ(r.args, 3, "args=3");
+	ASSERT_EQ(ct_profiles_parse_line("op X.dispatch * arg1", &r, err, sizeof(err)), 1, err);
+	ASSERT_EQ(r.args, CT_RULE_NO_ARGS, "no args column");
+	ASSERT_EQ(ct_profiles_parse_line("op X * arg1 args=15", &r, err, sizeof(err)), -EINVAL,
+		  "past the index the verdict can carry");
+	ASSERT_TRUE(strstr(err, "args=N") != NULL, err);
+	ASSERT_EQ(ct_profiles_parse_line("op X * arg1 args=2x", &r, err, sizeof(err)), -EINVAL,
+		  "trailing junk");
+	ASSERT_EQ(ct_profiles_parse_line("op X * arg1 kwargs=2", &r, err, sizeof(err)), -EINVAL,
+		  "unknown option");
+	ASSERT_EQ(ct_profiles_parse_line("op X * arg1 args=2 more", &r, err, sizeof(err)),
+		  -EINVAL, "six fields");
+}
+
+TEST(tree_values_format)
+{
+	struct ct_values vs;
+	char buf[CT_VALUES_TEXT_MAX], tiny[12];
+
+	memset(&vs, 0, sizeof(vs));
+	vs.total = 5;
+	vs.n = 3;
+	vs.v[0] = (struct ct_value){.kind = "DTensor", .ndim = 2, .shape = {4, 16}};
+	vs.v[1] = (struct ct_value){.kind = "Tensor", .ndim = 0};
+	vs.v[2] = (struct ct_value){.kind = "None", .ndim = -1};
+	ct_values_format(&vs, buf, sizeof(buf));
+	ASSERT_STREQ(buf, "[DTensor[4, 16], Tensor[], None, +2 more]", "list");
+	ct_values_format(&vs, tiny, sizeof(tiny));
+	ASSERT_EQ(strlen(tiny), sizeof(tiny) - 1, "cut to the buffer");
+	vs.n = 0;
+	vs.total = 0;
+	ct_values_format(&vs, buf, sizeof(buf));
+	ASSERT_STREQ(buf, "[]", "nothing");
+	/* Interned: equal values share one copy. */
+	vs.n = 1;
+	vs.total = 1;
+	ASSERT_TRUE(ct_intern_blob(&vs, sizeof(vs)) == ct_intern_blob(&vs, sizeof(vs)), "shared");
 }

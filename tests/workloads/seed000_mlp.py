@@ -17,6 +17,8 @@ Ranks: MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE in the environment, Gloo backend.
   --linger S        stay S seconds after the loop (a tracer reading the live model, as
                     --sharding does, then still finds it)
   --torch-profiler  run the loop under torch.profiler (CPU, shapes recorded)
+  --pause S         sleep S seconds after each forward (--ops tests: BPF describes an
+                    op's arguments once user space has classified its code object)
 """
 import argparse
 import contextlib
@@ -103,6 +105,7 @@ def main():
     ap.add_argument("--time", action="store_true")
     ap.add_argument("--torch-profiler", action="store_true")
     ap.add_argument("--linger", type=float, default=0)
+    ap.add_argument("--pause", type=float, default=0)
     a = ap.parse_args()
 
     dist.init_process_group("gloo")
@@ -125,6 +128,7 @@ def main():
             out = model(x)
             if a.backward:
                 out.to_local().sum().backward()
+            time.sleep(a.pause)
     if a.time and rank == 0:
         print(f"ns_per_forward {(time.perf_counter_ns() - t0) / a.forwards:.1f}", flush=True)
     time.sleep(a.linger)

@@ -801,6 +801,16 @@ static void emit_tree_node(struct ct_chrome *c, const struct ct_tree *tr, int32_
 		       : n->type == CT_NODE_OP	 ? "op_name"
 						 : "name");
 	ct_sbuf_jstr(&c->b, n->name);
+	for (int k = 0; k < 2; k++) {
+		const struct ct_values *vs = k ? n->outputs : n->inputs;
+		char text[CT_VALUES_TEXT_MAX];
+
+		if (!vs)
+			continue;
+		ct_values_format(vs, text, sizeof(text));
+		ct_sbuf_printf(&c->b, ",\"%s\":", k ? "outputs" : "inputs");
+		ct_sbuf_jstr(&c->b, text);
+	}
 	ct_sbuf_printf(&c->b,
 		       ",\"tree_node\":%d,\"parent_node\":%d,\"depth\":%d,\"extent\":\"%s\"}}", i,
 		       n->parent, n->depth,

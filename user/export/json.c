@@ -78,6 +78,43 @@ static cJSON *time_obj(const struct ct_hist *h)
 	return t;
 }
 
+/* --ops: an op's inputs or outputs, [{"kind","shape","dtype","placements"}...]. */
+static void add_values(cJSON *o, const char *key, const struct ct_values *vs)
+{
+	char more[32];
+	cJSON *a;
+
+	if (!vs) {
+		cJSON_AddNullToObject(o, key); /* not read: the op's first call, or a drop */
+		return;
+	}
+	a = cJSON_AddArrayToObject(o, key);
+	for (int i = 0; i < vs->n; i++) {
+		const struct ct_value *v = &vs->v[i];
+		cJSON *e = cJSON_CreateObject(), *shape;
+
+		cJSON_AddStringToObject(e, "kind", v->kind ? v->kind : "?");
+		if (v->ndim >= 0) {
+			shape = cJSON_AddArrayToObject(e, "shape");
+			for (int d = 0; d < v->ndim; d++)
+				cJSON_AddItemToArray(shape, num((double)v->shape[d]));
+		} else {
+			cJSON_AddNullToObject(e, "shape");
+		}
+		if (v->dtype)
+			cJSON_AddStringToObject(e, "dtype", v->dtype);
+		else
+			cJSON_AddNullToObject(e, "dtype");
+		if (v->placements)
+			cJSON_AddStringToObject(e, "placements", v->placements);
+		cJSON_AddItemToArray(a, e);
+	}
+	if (vs->total > vs->n) {
+		snprintf(more, sizeof(more), "%s_more", key);
+		cJSON_AddItemToObject(o, more, num(vs->total - vs->n));
+	}
+}
+
 static cJSON *record(const struct ct_tree *t, const struct ct_node *n, int depth)
 {
 	cJSON *o = cJSON_CreateObject(), *kids = cJSON_CreateArray();
@@ -95,6 +132,10 @@ static cJSON *record(const struct ct_tree *t, const struct ct_node *n, int depth
 	case CT_NODE_OP:
 		cJSON_AddStringToObject(o, "type", "op");
 		cJSON_AddStringToObject(o, "op_name", n->name);
+		if (n->ts) { /* --ops */
+			add_values(o, "inputs", n->inputs);
+			add_values(o, "outputs", n->outputs);
+		}
 		break;
 	case CT_NODE_REDISTRIBUTE:
 		cJSON_AddStringToObject(o, "type", "redistribute");
@@ -212,6 +253,8 @@ static cJSON *comm_debug(const struct ct_tree *t, const struct ct_proc *p, bool 
 		cJSON_AddItemToArray(recs, record(t, &t->nodes[r], 0));
 	cJSON_AddItemToObject(o, "records", recs);
 	cJSON_AddItemToObject(o, "records_dropped", u64(t->dropped));
+	if (t->values_lost)
+		cJSON_AddItemToObject(o, "op_values_lost", u64(t->values_lost));
 	cJSON_AddItemToObject(o, "records_cap", num(CT_TREE_MAX_NODES));
 	if (sharding)
 		add_params(o, p);

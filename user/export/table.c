@@ -60,9 +60,20 @@ void ct_format_detail(const struct ct_node *n, char *buf, size_t len)
 	case CT_NODE_MODULE:
 		snprintf(buf, len, "Module(%s) [enter]", n->name);
 		break;
-	case CT_NODE_OP:
-		snprintf(buf, len, "Op(%s)", n->name);
+	case CT_NODE_OP: {
+		char in[CT_VALUES_TEXT_MAX] = "", out[CT_VALUES_TEXT_MAX] = "";
+
+		if (n->inputs) {
+			strcpy(in, " inputs=");
+			ct_values_format(n->inputs, in + 8, sizeof(in) - 8);
+		}
+		if (n->outputs) {
+			strcpy(out, " outputs=");
+			ct_values_format(n->outputs, out + 9, sizeof(out) - 9);
+		}
+		snprintf(buf, len, "Op(%s)%s%s", n->name, in, out);
 		break;
+	}
 	case CT_NODE_REDISTRIBUTE:
 		snprintf(buf, len, "Redistribute(%s)", n->name);
 		break;
@@ -85,7 +96,7 @@ void ct_format_detail(const struct ct_node *n, char *buf, size_t len)
 
 static void walk(const struct ct_tree *t, int32_t i, int noise, FILE *out)
 {
-	char type[64], detail[512];
+	char type[64], detail[512 + 2 * CT_VALUES_TEXT_MAX];
 
 	for (; i >= 0; i = t->nodes[i].next) {
 		const struct ct_node *n = &t->nodes[i];

@@ -14,9 +14,10 @@
  *     size_ <= 5, else a pointer to the sizes (then the strides) on the heap;
  *     numel_ (int64_t) at 168; data_type_ (caffe2::TypeMeta, a uint16_t index equal to
  *     the c10::ScalarType for these types) at 176.
- * Other torch versions (2.x moved sizes to SymInt-aware storage): no dtype, no shape; the
- * type name and placements are read all the same. A header that does not check (numel
- * != product of the sizes, an unknown dtype) yields no dtype and no shape either.
+ * torch 2.x: see torch_layouts below. Other versions: no dtype, no shape; the type name
+ * and placements are read all the same. A header that does not check (numel != product of
+ * the sizes, an unknown dtype) yields no dtype and no shape either; so does a symbolic
+ * (SymInt) shape, which torch keeps elsewhere.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -48,6 +49,19 @@ static const struct ct_torch_layout torch_layouts[] = {
      .inline_max = 5,
      .ti_numel = 168,
      .ti_dtype = 176},
+    /* torch 2.x: numel_ and data_type_ measured on 2.11 (scripts/torch-layout.py, the
+     * c10d2 table), 8 bytes lower than 1.13; sizes_and_strides_ sits right before
+     * storage_offset_ and numel_ as in 1.13, so 8 lower too. THPVariable keeps its
+     * MaybeOwned<at::Tensor> cdata. Every tensor is checked (numel = product of sizes,
+     * a known dtype) before a shape is shown. */
+    {.version = "2",
+     .thp_borrowed = 16,
+     .thp_cdata = 24,
+     .ti_dim = 64,
+     .ti_sizes = 72,
+     .inline_max = 5,
+     .ti_numel = 160,
+     .ti_dtype = 168},
 };
 
 const struct ct_torch_layout *ct_torch_layout_for(const char *version)
@@ -112,7 +126,7 @@ int ct_torch_version_parse(const char *text, char *buf, size_t len)
 
 /* torch's __version__ in pid: version.py next to the torch/_C extension it mapped, else
  * the version suffix of libtorch_cpu.so.X.Y.Z (Debian's). */
-static void torch_version(pid_t pid, char *buf, size_t len)
+void ct_torch_version(pid_t pid, char *buf, size_t len)
 {
 	char path[64], line[MAPS_LINE_MAX], file[PATH_MAX + 64], text[VERSION_PY_MAX];
 	char lib_version[32] = "";
@@ -313,7 +327,7 @@ static int placement_str(struct walk *w, uint64_t obj, char *buf, size_t len)
 	return n < 0 ? -EINVAL : 0; /* cut at len: a placement's name is short */
 }
 
-/* The placements a parameter carries as an attribute, as the repr of their tuple. */
+/* The placements a tensor carries as an attribute, as the repr of their tuple. */
 static void placements(struct walk *w, uint64_t param, char *buf, size_t len)
 {
 	static const char *const attrs[] = {"_placements", "placements"};
@@ -341,6 +355,26 @@ static void placements(struct walk *w, uint64_t param, char *buf, size_t len)
 		ptrs[i] = strs[i];
 	}
 	ct_placements_format(buf, len, ptrs, n);
+}
+
+void ct_tensor_placements(pid_t pid, const struct ct_py_offsets *o, uint64_t obj, char *buf,
+			  size_t len)
+{
+	struct walk w = {.pid = pid, .o = o};
+
+	buf[0] = '\0';
+	w.oo = ct_py_objoffsets_for(o->major, o->minor);
+	if (w.oo)
+		placements(&w, obj, buf, len);
+}
+
+/* The dtype's name ("torch.float32") for a TypeMeta index, NULL when unknown. */
+const char *ct_torch_dtype_name(uint16_t dtype)
+{
+	for (size_t i = 0; i < ct_lib_c10d.n_dtypes; i++)
+		if (ct_lib_c10d.dtypes[i].value == dtype)
+			return ct_lib_c10d.dtypes[i].name;
+	return NULL;
 }
 
 /* dtype and shape from the TensorImpl behind the Python tensor at obj. */
@@ -380,9 +414,7 @@ static void tensor_meta(struct walk *w, uint64_t obj, struct ct_param *p)
 		ndim = -1;
 	}
 	if (!err) {
-		for (size_t i = 0; i < ct_lib_c10d.n_dtypes; i++)
-			if (ct_lib_c10d.dtypes[i].value == dtype)
-				p->dtype = ct_lib_c10d.dtypes[i].name;
+		p->dtype = ct_torch_dtype_name(dtype);
 		if (!p->dtype)
 			err = -EINVAL;
 	}
@@ -526,7 +558,7 @@ struct ct_params *ct_params_collect(pid_t pid, const struct ct_pyproc *py, uint6
 		out->err = -EINVAL;
 		goto done;
 	}
-	torch_version(pid, out->torch_version, sizeof(out->torch_version));
+	ct_torch_version(pid, out->torch_version, sizeof(out->torch_version));
 	w.tl = ct_torch_layout_for(out->torch_version);
 	out->layout_known = w.tl != NULL;
 	out->err = walk_module(&w, root);

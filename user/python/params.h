@@ -73,6 +73,17 @@ void ct_params_free(struct ct_params *p);
 /* The layout for a torch __version__ ("1.13.0a0"), NULL when not measured. */
 const struct ct_torch_layout *ct_torch_layout_for(const char *version);
 
+/* torch's __version__ in process pid ("" when torch is not loaded). */
+void ct_torch_version(pid_t pid, char *buf, size_t len);
+
+/* The placements the tensor at obj carries (`_placements`, `placements`, `_spec.placements`)
+ * as the repr of their tuple, "" when none could be read. */
+void ct_tensor_placements(pid_t pid, const struct ct_py_offsets *o, uint64_t obj, char *buf,
+			  size_t len);
+
+/* The name of a TypeMeta index ("torch.float32"), NULL when unknown. */
+const char *ct_torch_dtype_name(uint16_t dtype);
+
 /* The __version__ string of a torch version.py's text: 0, or -ENOENT. */
 int ct_torch_version_parse(const char *text, char *buf, size_t len);
 

@@ -3,6 +3,7 @@
 #include <fnmatch.h>
 #include <stdio.h>
 #include <string.h>
+#include "commtrace/abi.h"
 #include "python/profiles.h"
 
 /*
@@ -15,9 +16,9 @@ static const char builtin[] =
     "module        Module._wrapped_call_impl        */torch/nn/modules/module.py          self\n"
     "module        Cell.__call__                    */mindspore/nn/cell.py                self\n"
     "module        Cell._run_construct              */mindspore/nn/cell.py                self\n"
-    "op            OpDispatcher.dispatch            *                                     arg1\n"
-    "op            *.__torch_function__             *                                     arg1\n"
-    "op            *.__torch_dispatch__             *                                     arg1\n"
+    "op            OpDispatcher.dispatch            *                                     arg1 args=2\n"
+    "op            *.__torch_function__             *                                     arg1 args=3\n"
+    "op            *.__torch_dispatch__             *                                     arg1 args=3\n"
     "redistribute  *redistribute                    *                                     func\n"
     "redistribute  TensorRedistribution.*           *                                     func\n"
     "redistribute  Redistribute.forward             *                                     func\n"
@@ -59,16 +60,25 @@ static int lookup(const char *const *table, size_t n, const char *word)
 
 int ct_profiles_parse_line(const char *line, struct ct_rule *r, char *err, size_t errlen)
 {
-	char role[32], qual[128], file[192], name[32];
-	int n, ri, ni;
+	char role[32], qual[128], file[192], name[32], opt[32], extra[2];
+	int n, ri, ni, args = CT_RULE_NO_ARGS, used = 0;
 
 	while (*line == ' ' || *line == '\t')
 		line++;
 	if (!*line || *line == '#' || *line == '\n')
 		return 0;
-	n = sscanf(line, "%31s %127s %191s %31s", role, qual, file, name);
-	if (n != 4) {
-		snprintf(err, errlen, "expected 4 fields (role qualname file name), got %d", n);
+	n = sscanf(line, "%31s %127s %191s %31s %31s %1s", role, qual, file, name, opt, extra);
+	if (n != 4 && n != 5) {
+		snprintf(err, errlen,
+			 "expected 4 fields (role qualname file name) and an optional args=N, got "
+			 "%d",
+			 n);
+		return -EINVAL;
+	}
+	if (n == 5 && (sscanf(opt, "args=%d%n", &args, &used) != 1 || opt[used] || args < 0 ||
+		       args > CT_OPS_MAX_ARGIDX)) {
+		snprintf(err, errlen, "bad option '%s' (args=N: the args tuple's local index, 0-%d)",
+			 opt, CT_OPS_MAX_ARGIDX);
 		return -EINVAL;
 	}
 	ri = lookup(roles, sizeof(roles) / sizeof(roles[0]), role);
@@ -86,6 +96,7 @@ int ct_profiles_parse_line(const char *line, struct ct_rule *r, char *err, size_
 	memset(r, 0, sizeof(*r));
 	r->role = (uint8_t)ri;
 	r->name_from = (uint8_t)ni;
+	r->args = (int8_t)args;
 	snprintf(r->qualname, sizeof(r->qualname), "%s", qual);
 	snprintf(r->file, sizeof(r->file), "%s", file);
 	return 1;

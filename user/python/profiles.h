@@ -32,9 +32,12 @@ enum ct_name_from {
 
 #define CT_PROFILE_MAX_RULES 256
 
+#define CT_RULE_NO_ARGS (-1)
+
 struct ct_rule {
 	uint8_t role;	    /* enum ct_role */
 	uint8_t name_from;  /* enum ct_name_from */
+	int8_t args;	    /* op: local index of its args tuple (args=N), else CT_RULE_NO_ARGS */
 	char qualname[128]; /* fnmatch pattern on co_qualname */
 	char file[192];	    /* fnmatch pattern on co_filename, "*" for any */
 };

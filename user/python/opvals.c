@@ -1,0 +1,144 @@
+// SPDX-License-Identifier: MIT
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commtrace/pyoffsets.h"
+#include "python/opvals.h"
+#include "python/params.h"
+
+#define TYPE_CACHE	 1024 /* (pid, type) slots, direct-mapped */
+#define TYPE_BASES_MAX	 16   /* tp_base links followed */
+#define TYPE_NAME_MAX	 128
+#define PLACEMENTS_MAX	 192
+
+struct type_slot {
+	pid_t pid;
+	uint64_t type;
+	const char *kind; /* interned short name */
+	bool tensor;
+};
+
+struct ct_opvals_cache {
+	struct type_slot slots[TYPE_CACHE];
+};
+
+struct ct_opvals_cache *ct_opvals_cache_new(void)
+{
+	return calloc(1, sizeof(struct ct_opvals_cache));
+}
+
+void ct_opvals_cache_free(struct ct_opvals_cache *c)
+{
+	free(c);
+}
+
+static int type_name(pid_t pid, const struct ct_py_offsets *o, uint64_t type, char *buf,
+		     size_t len)
+{
+	uint64_t name;
+	int err = ct_py_read_mem(pid, type + o->type_name, &name, sizeof(name));
+
+	/* A C string of unknown length: read what fits, it is cut at the first NUL. */
+	if (!err)
+		err = ct_py_read_mem(pid, name, buf, len - 1);
+	buf[len - 1] = '\0';
+	return err;
+}
+
+/* torch's tensor base: "torch._C._TensorBase" (1.x), "torch._C.TensorBase" (2.x). */
+static bool is_tensor_base(const char *name)
+{
+	return !strcmp(name, "torch._C._TensorBase") || !strcmp(name, "torch._C.TensorBase");
+}
+
+static const struct type_slot *classify(struct ct_opvals_cache *c, pid_t pid,
+					const struct ct_py_offsets *o, uint64_t type)
+{
+	const struct ct_py_objoffsets *oo = ct_py_objoffsets_for(o->major, o->minor);
+	struct type_slot *s = &c->slots[((type >> 4) ^ (uint64_t)pid) % TYPE_CACHE];
+	char name[TYPE_NAME_MAX], base[TYPE_NAME_MAX];
+	const char *dot;
+	uint64_t t = type;
+
+	if (s->pid == pid && s->type == type && s->kind)
+		return s;
+	if (!oo || type_name(pid, o, type, name, sizeof(name)))
+		return NULL;
+	memset(s, 0, sizeof(*s));
+	for (int i = 0; i < TYPE_BASES_MAX && t; i++) {
+		if (type_name(pid, o, t, base, sizeof(base)))
+			break;
+		if (is_tensor_base(base)) {
+			s->tensor = true;
+			break;
+		}
+		if (ct_py_read_mem(pid, t + oo->type_base, &t, sizeof(t)))
+			break;
+	}
+	dot = strrchr(name, '.');
+	s->kind = ct_intern(!strcmp(name, "NoneType") ? "None" : dot ? dot + 1 : name);
+	s->pid = pid;
+	s->type = type;
+	return s;
+}
+
+/* The shape and dtype BPF read, if they check. */
+static void tensor_fields(const struct ct_op_val *r, struct ct_value *v)
+{
+	uint64_t prod = 1;
+
+	if (!r->impl || r->ndim > CT_OP_DIMS)
+		return;
+	for (uint64_t d = 0; d < r->ndim; d++) {
+		if (r->sizes[d] < 0 ||
+		    (r->sizes[d] && prod > (uint64_t)INT64_MAX / (uint64_t)r->sizes[d]))
+			return;
+		prod *= (uint64_t)r->sizes[d];
+	}
+	if (r->numel < 0 || prod != (uint64_t)r->numel)
+		return;
+	v->dtype = ct_torch_dtype_name(r->dtype);
+	if (!v->dtype)
+		return;
+	v->ndim = (int32_t)r->ndim;
+	memcpy(v->shape, r->sizes, sizeof(r->sizes[0]) * r->ndim);
+}
+
+void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_pyproc *py,
+			const struct ct_op_vals *raw, struct ct_values *out)
+{
+	_Static_assert(CT_VALUE_DIMS == CT_OP_DIMS && CT_VALUES_MAX == CT_OP_VALS,
+		       "tree.h and abi.h agree");
+	char pl[PLACEMENTS_MAX];
+
+	memset(out, 0, sizeof(*out));
+	out->total = raw->total;
+	out->tuple = raw->tuple;
+	out->n = raw->n > CT_OP_VALS ? CT_OP_VALS : raw->n;
+	for (int i = 0; i < out->n; i++) {
+		const struct ct_op_val *r = &raw->v[i];
+		struct ct_value *v = &out->v[i];
+		const struct type_slot *t = r->type ? classify(c, pid, &py->offsets, r->type) : NULL;
+		uint64_t head[2] = {0, 0}; /* ob_refcnt, ob_type */
+
+		v->ndim = -1;
+		v->kind = t ? t->kind : ct_intern("?");
+		if (!t || !t->tensor)
+			continue;
+		tensor_fields(r, v);
+		/*
+		 * Placements are read now, from user space: only while the object still looks
+		 * alive (its type, a sane reference count; a freed block's first word is a free
+		 * list pointer). An object freed meanwhile gets none; one whose memory was
+		 * reused by another tensor of the same type would give that one's.
+		 */
+		if (!ct_py_read_mem(pid, r->obj, head, sizeof(head)) && head[1] == r->type &&
+		    head[0] >= 1 && head[0] <= UINT32_MAX) {
+			ct_tensor_placements(pid, &py->offsets, r->obj, pl, sizeof(pl));
+			if (pl[0])
+				v->placements = ct_intern(pl);
+		}
+	}
+}
