@@ -136,8 +136,9 @@ step_devprof() {
 step_tp() {
 	echo "== TP MLP (DTensor, Gloo, 2 ranks): CommDebugMode vs commtrace"
 	t=$out/tp
-	# Forward only: CommDebugMode 2.11's module tracker fails in backward here
-	# (IndexError in _fw_set_module_hook).
+	# Forward only; tp_mlp.py --debug-mode enters one CommDebugMode per forward (its
+	# module tracker fails on a second forward in one context: IndexError in
+	# _fw_set_module_hook).
 	local fw=${TP_FORWARDS:-300} p0 p1 pids
 	local port=29550
 	for mode in bare debug traced; do

@@ -72,12 +72,19 @@ def main():
     t0 = time.perf_counter()
     if a.debug_mode:
         from torch.distributed.tensor.debug import CommDebugMode
-        # On torch 2.11 its module tracker fails on this model (IndexError in
-        # _fw_set_module_hook, docs/PERFORMANCE.md): the run then ends there.
-        mode, how = CommDebugMode(), "CommDebugMode"
-        with mode:
-            loop()
-        counts = {str(k): v for k, v in mode.get_comm_counts().items()}
+        # One CommDebugMode per forward, counts summed: its module tracker registers a
+        # forward hook on a module at every pre-hook and removes only the last one at
+        # exit, so a second forward inside one context pops its parent list past
+        # "Global" (IndexError in _fw_set_module_hook, docs/PERFORMANCE.md).
+        how, counts = "CommDebugMode, one per forward", {}
+        for _ in range(a.forwards):
+            mode = CommDebugMode()
+            with mode:
+                out = model(x)
+                if a.backward:
+                    out.sum().backward()
+            for k, v in mode.get_comm_counts().items():
+                counts[str(k)] = counts.get(str(k), 0) + v
     else:
         loop()
     if dev == "cuda":
