@@ -39,6 +39,9 @@ static const char usage_text[] =
     "      --chrome-max-mb N    cap its size (default 1024 MiB; 0: no cap)\n"
     "      --chrome-window S    write only the calls of the first S seconds\n"
     "      --device-buffer FILE add a device profile buffer (devprof) to the Chrome trace\n"
+    "      --device-sync CYCLE@NS place it on the host clock: device cycle CYCLE was at\n"
+    "                           CLOCK_MONOTONIC NS nanoseconds (default: its earliest\n"
+    "                           record at the start of tracing, not synchronized)\n"
     "      --hang-after S       alert on stderr when a rank is blocked in a collective for S\n"
     "                           seconds while others moved on or never came (default 30;\n"
     "                           0: no alerts; README \"Diagnosis\")\n"
@@ -82,6 +85,27 @@ void ct_usage(FILE *out)
 	fputs(usage_text, out);
 }
 
+/* --device-sync CYCLE@NS: two unsigned 64-bit decimal numbers. */
+static int parse_device_sync(const char *s, uint64_t *cycle, uint64_t *ns)
+{
+	unsigned long long v[2];
+	const char *p = s;
+	char *end;
+
+	for (int i = 0; i < 2; i++) {
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+		errno = 0;
+		v[i] = strtoull(p, &end, 10);
+		if (errno || *end != (i ? '\0' : '@'))
+			return -EINVAL;
+		p = end + 1;
+	}
+	*cycle = v[0];
+	*ns = v[1];
+	return 0;
+}
+
 static int parse_seconds(const char *what, const char *s, double *out)
 {
 	char *end;
@@ -120,7 +144,8 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 		OPT_DEVBUF,
 		OPT_HANG_AFTER,
 		OPT_LATE_AFTER,
-		OPT_METRICS
+		OPT_METRICS,
+		OPT_DEVSYNC
 	};
 	static const struct option longopts[] = {
 	    {"pid", required_argument, NULL, 'p'},
@@ -142,6 +167,7 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 	    {"chrome-max-mb", required_argument, NULL, OPT_CHROME_MB},
 	    {"chrome-window", required_argument, NULL, OPT_CHROME_WIN},
 	    {"device-buffer", required_argument, NULL, OPT_DEVBUF},
+	    {"device-sync", required_argument, NULL, OPT_DEVSYNC},
 	    {"hang-after", required_argument, NULL, OPT_HANG_AFTER},
 	    {"late-after", required_argument, NULL, OPT_LATE_AFTER},
 	    {"metrics", required_argument, NULL, OPT_METRICS},
@@ -278,6 +304,18 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 		case OPT_DEVBUF:
 			o->device_buffer = optarg;
 			break;
+		case OPT_DEVSYNC:
+			if (parse_device_sync(optarg, &o->device_sync_cycle, &o->device_sync_ns)) {
+				fprintf(
+				    stderr,
+				    "commtrace-bpf: invalid --device-sync '%s': CYCLE@NS, device "
+				    "cycle CYCLE was at CLOCK_MONOTONIC NS nanoseconds (two "
+				    "unsigned decimal numbers)\n",
+				    optarg);
+				return CT_EXIT_USAGE;
+			}
+			o->device_sync = true;
+			break;
 		case OPT_METRICS: {
 			struct sockaddr_storage ss;
 			socklen_t sl;
@@ -319,6 +357,10 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 		fprintf(stderr,
 			"commtrace-bpf: --device-buffer and --chrome-window go with --chrome "
 			"FILE\n");
+		return CT_EXIT_USAGE;
+	}
+	if (o->device_sync && !o->device_buffer) {
+		fprintf(stderr, "commtrace-bpf: --device-sync goes with --device-buffer FILE\n");
 		return CT_EXIT_USAGE;
 	}
 	if (o->cmd && o->n_pids) {

@@ -476,6 +476,9 @@ int main(int argc, char **argv)
 		    .max_bytes = (uint64_t)o.chrome_max_mb << 20,
 		    .window_ns = (uint64_t)(o.chrome_window * 1e9),
 		    .device_buffer = o.device_buffer,
+		    .device_sync = o.device_sync,
+		    .device_sync_cycle = o.device_sync_cycle,
+		    .device_sync_ns = o.device_sync_ns,
 		};
 
 		rc = ct_chrome_open(&s, &co);
@@ -523,7 +526,10 @@ int main(int argc, char **argv)
 	if (s.chrome) { /* complete and valid even after Ctrl-C or a failed attach */
 		int err = ct_chrome_close(&s);
 
-		if (err) {
+		if (err == CT_CHROME_DEVICE_FAILED) { /* said on stderr; the file is written */
+			if (rc == CT_EXIT_OK)
+				rc = CT_EXIT_FAIL;
+		} else if (err) {
 			fprintf(stderr, "commtrace-bpf: writing %s: %s\n", o.chrome_path,
 				strerror(-err));
 			rc = CT_EXIT_FAIL;

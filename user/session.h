@@ -48,6 +48,8 @@ struct ct_opts {
 	unsigned long chrome_max_mb; /* 0: no cap */
 	double chrome_window;	     /* seconds after attach; 0: the whole session */
 	const char *device_buffer;
+	bool device_sync; /* --device-sync CYCLE@NS */
+	uint64_t device_sync_cycle, device_sync_ns;
 	/* diagnosis (user/diag/diag.c) */
 	double hang_after;	  /* seconds blocked in a collective before a hang alert; 0: none */
 	double late_after;	  /* arrival skew (seconds) from which the last rank is named */

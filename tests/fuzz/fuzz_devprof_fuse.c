@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * libFuzzer target for the fusion input parser. Input: DEVICE_JSON NUL PROFILER_JSON, or
- * PROFILER_JSON alone, fused with the generator's "multi" device trace. Both alignment
- * modes run on every input.
+ * PROFILER_JSON alone, fused with the generator's "multi" device trace. Every
+ * combination of host alignment and in-order alignment runs on every input.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -42,7 +42,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else {
 		d = builtin_device();
 	}
-	for (o.allow_host_align = 0; d && o.allow_host_align < 2; o.allow_host_align++) {
+	for (int mode = 0; d && mode < 4; mode++) {
+		o.allow_host_align = mode & 1;
+		o.align_in_order = mode >> 1;
 		prof = devprof_parse_json(data, size, DEVPROF_E_TRACE, "profiler", &err);
 		if (!prof)
 			break;

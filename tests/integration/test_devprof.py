@@ -1,14 +1,17 @@
 # SPDX-License-Identifier: MIT
-"""`commtrace-bpf devprof`: device profile buffers through the CLI (no root, no BPF).
+"""`commtrace-bpf devprof`: device profile buffers through the CLI (no root, no BPF),
+and the tracer's combined export `--chrome F --device-buffer B` (root and BPF; those
+tests skip loudly without them, through the `bpf` fixture of conftest.py).
 
 Buffers come from `devprof gen` (known content, written through the real recorder),
 goldens from tests/golden/devprof/, the PyTorch trace from torch 1.13 recorded here
-(CPU only) and a constructed Kineto trace with device kernel events.
+(CPU only) and constructed Kineto traces with device kernel events.
 """
 import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -131,6 +134,8 @@ ERRORS = [
     ("freq-zero", 15, "clock frequency is 0 Hz"),
     ("freq-absurd", 15, "clock frequency 1000000000000000 Hz is outside"),
     ("kind", 17, "unknown record kind 9"),
+    ("dropped-not-full", 26, "AIC 0: dropped count 3 but the slot holds only 6 of its 16 "
+                             "records; a recorder drops only when its slot is full"),
 ]
 
 
@@ -152,7 +157,7 @@ def test_decode_errors_distinct_codes():
     for corrupt, code, _ in ERRORS:
         codes.setdefault(code, []).append(corrupt)
     # Two frequency errors share the class; every other class has its own code.
-    assert len(codes) == 7 and codes[15] == ["freq-zero", "freq-absurd"]
+    assert len(codes) == 8 and codes[15] == ["freq-zero", "freq-absurd"]
 
 
 def test_existing_output_kept_on_error(tmp_path):
@@ -188,13 +193,24 @@ def fused_tracks(doc):
 
 
 def test_fuse_device_kernels(tmp_path):
+    """kineto_gpu.json holds 3 launches; the multi buffer holds calls 20-22: only an
+    explicit --align-in-order lays them onto those 3 kernels."""
     out = tmp_path / "fused.json"
+    p = devprof("fuse", "--device", gen(tmp_path, "multi"), "--profiler",
+                GOLDEN / "kineto_gpu.json", "-o", out, check=27)
+    assert ("invocation 0 (invocation_seq 20) belongs to matching device kernel event 20 "
+            "(skip 0 + invocation_seq), but the profiler trace has only 3 outer device kernel "
+            "event(s) matching \"megakernel\"; 3 of 3 invocation(s) lie past them") in p.stderr
+    assert "--align-in-order" in p.stderr and not out.exists()
     devprof("fuse", "--device", gen(tmp_path, "multi"), "--profiler", GOLDEN / "kineto_gpu.json",
-            "-o", out, check=0)
+            "--align-in-order", "-o", out, check=0)
     doc = json.loads(out.read_text())
     check_chrome(doc)
     d = doc["metadata"]["commtrace_devprof"]
     assert d["alignment"] == "device_kernel" and d["host_alignment"] is False
+    assert d["align_by"] == "in_order" and "--align-in-order" in d["align_by_reason"]
+    assert [(i["invocation_seq"], i["event_number"]) for i in d["invocations"]] == [
+        (20, 0), (21, 1), (22, 2)]
     assert [i["aligned_to"]["ts"] for i in d["invocations"]] == [1030.5, 1130.5, 1230.5]
     assert all(i["aligned_to"]["name"] == "void megakernel_persistent<128>(RuntimeConfig)"
                for i in d["invocations"])
@@ -214,8 +230,99 @@ def test_fuse_device_kernels(tmp_path):
     devprof("decode", gen(tmp_path, "multi"), "-o", dev, check=0)
     out2 = tmp_path / "fused2.json"
     devprof("fuse", "--device", dev, "--profiler", GOLDEN / "kineto_gpu.json", "-o", out2,
-            check=0)
+            "--align-in-order", check=0)
     assert json.loads(out2.read_text()) == doc
+
+
+KERNEL = "void megakernel_persistent<128>(RuntimeConfig)"
+
+
+def kineto_trace(path, n, dur=10.0):
+    """A Kineto GPU trace with n launches of the MegaKernel (calls 0..n-1 of its session),
+    each after an unrelated sgemm on the same stream: launch i at 1000 + 100 i us."""
+    events = [{"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}}]
+    for i in range(n):
+        t = 1000.0 + 100 * i
+        events.append({"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_tn", "pid": 0,
+                       "tid": 7, "ts": t - 20, "dur": 8.0, "args": {"correlation": 2 * i}})
+        events.append({"ph": "X", "cat": "kernel", "name": KERNEL, "pid": 0, "tid": 7,
+                       "ts": t, "dur": dur, "args": {"correlation": 2 * i + 1}})
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    return [(1000.0 + 100 * i, 1000.0 + 100 * i + dur) for i in range(n)]
+
+
+def records_by_invocation(doc):
+    out = {}
+    for e in fused_tracks(doc):
+        if e["ph"] == "X":
+            out.setdefault(e["args"]["invocation"], []).append(e)
+    return out
+
+
+def assert_inside(doc, kernels, want):
+    """Every record of invocation k lies inside kernels[want[k]] and in no other kernel."""
+    recs = records_by_invocation(doc)
+    assert sorted(recs) == list(range(len(want)))
+    for k, events in recs.items():
+        lo, hi = kernels[want[k]]
+        for e in events:
+            assert lo <= e["ts"] and e["ts"] + e["dur"] <= hi, (k, want[k], e)
+    assert sum(map(len, recs.values())) == 45
+
+
+def test_fuse_aligns_by_invocation_seq(tmp_path):
+    """The multi buffer holds calls 20, 21 and 22 of the kernel's session: in a trace that
+    saw 25 launches from the start they belong to launches 20-22, not 0-2."""
+    prof, out = tmp_path / "kineto25.json", tmp_path / "fused.json"
+    kernels = kineto_trace(prof, 25)
+    buf = gen(tmp_path, "multi")
+    devprof("fuse", "--device", buf, "--profiler", prof, "-o", out, check=0)
+    doc = json.loads(out.read_text())
+    check_chrome(doc)
+    d = doc["metadata"]["commtrace_devprof"]
+    assert d["align_by"] == "invocation_seq" and "skip + s" in d["align_by_reason"]
+    assert [(i["invocation_seq"], i["event_number"], i["aligned_to"]["ts"])
+            for i in d["invocations"]] == [(20, 20, 3000.0), (21, 21, 3100.0), (22, 22, 3200.0)]
+    assert d["unaligned_events"] == 22 and d["out_of_range"]["count"] == 0
+    assert_inside(doc, kernels, [20, 21, 22])
+
+    # --skip N: N launches before the session's call 0.
+    devprof("fuse", "--device", buf, "--profiler", prof, "--skip", 2, "-o", out, check=0)
+    assert_inside(json.loads(out.read_text()), kernels, [22, 23, 24])
+
+    # A window with gaps (calls 3, 5 and 9 sampled) lands on those launches.
+    dev = tmp_path / "dev.json"
+    devprof("decode", buf, "-o", dev, check=0)
+    djs = json.loads(dev.read_text())
+    for inv, seq in zip(djs["metadata"]["commtrace_devprof"]["invocations"], [3, 5, 9]):
+        inv["invocation_seq"] = seq
+    dev.write_text(json.dumps(djs))
+    prof10 = tmp_path / "kineto10.json"
+    kernels10 = kineto_trace(prof10, 10)
+    devprof("fuse", "--device", dev, "--profiler", prof10, "-o", out, check=0)
+    assert_inside(json.loads(out.read_text()), kernels10, [3, 5, 9])
+
+
+def test_fuse_too_few_kernels_for_invocation_seq(tmp_path):
+    """Calls 20-22 against a trace of 21 launches: refused with the precise reason, or,
+    when asked for, aligned in order and said so in the metadata."""
+    prof, out = tmp_path / "kineto21.json", tmp_path / "fused.json"
+    kernels = kineto_trace(prof, 21)
+    buf = gen(tmp_path, "multi")
+    p = devprof("fuse", "--device", buf, "--profiler", prof, "-o", out, check=27)
+    assert ("devprof: invocation 1 (invocation_seq 21) belongs to matching device kernel "
+            "event 21 (skip 0 + invocation_seq), but the profiler trace has only 21 outer "
+            "device kernel event(s) matching \"megakernel\"; 2 of 3 invocation(s) lie past "
+            "them") in p.stderr, p.stderr
+    assert not out.exists()
+    devprof("fuse", "--device", buf, "--profiler", prof, "--align-in-order", "--skip", 18,
+            "-o", out, check=0)
+    doc = json.loads(out.read_text())
+    d = doc["metadata"]["commtrace_devprof"]
+    assert d["align_by"] == "in_order" and "invocation_seq is not used" in d["align_by_reason"]
+    assert [i["event_number"] for i in d["invocations"]] == [18, 19, 20]
+    assert d["warnings"] == []  # 20, 21, 22 are consecutive
+    assert_inside(doc, kernels, [18, 19, 20])
 
 
 def record_cpu_trace(path):
@@ -253,8 +360,11 @@ def test_fuse_real_torch_cpu_trace(tmp_path, source):
     assert "host-only (CPU) trace; refusing" in p.stderr
     assert not out.exists()
 
-    devprof("fuse", "--device", buf, "--profiler", prof, "--allow-host-align", "-o", out,
-            check=0)
+    p = devprof("fuse", "--device", buf, "--profiler", prof, "--allow-host-align", "-o", out,
+                check=27)
+    assert "belongs to matching host event 20" in p.stderr and not out.exists()
+    devprof("fuse", "--device", buf, "--profiler", prof, "--allow-host-align",
+            "--align-in-order", "-o", out, check=0)
     doc = json.loads(out.read_text())
     check_chrome(doc)
     d = doc["metadata"]["commtrace_devprof"]
@@ -279,7 +389,7 @@ def test_fuse_errors(tmp_path):
     assert "no \"traceEvents\" array" in devprof("fuse", "--device", buf, "--profiler", bad,
                                                  "-o", out, check=21).stderr
     p = devprof("fuse", "--device", buf, "--profiler", GOLDEN / "kineto_gpu.json", "--skip", 1,
-                "-o", out, check=23)
+                "--align-in-order", "-o", out, check=23)
     assert "has 3 invocation(s) but the profiler trace has 3 outer device kernel" in p.stderr
     bad.write_text('{"schema_version": 1, "traceEvents": []}')
     devprof("fuse", "--device", bad, "--profiler", GOLDEN / "kineto_gpu.json", "-o", out,
@@ -342,3 +452,122 @@ def test_megakernel_builds_with_nvcc(tmp_path):
                        timeout=600)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "megakernel").stat().st_size > 0
+
+
+# ---------------------------------------------------------------------------------------
+# The tracer's combined export: --chrome FILE --device-buffer BUF [--device-sync CYCLE@NS]
+
+GEN_BASE_CYCLE = 5000000000000  # the generator's first cycle (1 GHz clock)
+
+
+def run_combined(tmp_path, buf, *extra, after_attach=None):
+    """The tracer on the HCCL driver with the combined export; after_attach() runs once
+    the probes are in place, while the driver still waits (1 s) before its calls."""
+    out, rep = tmp_path / "trace.json", tmp_path / "r.json"
+    p = subprocess.Popen([str(TRACER), "-q", "--json", str(rep), "--chrome", str(out),
+                          "--device-buffer", str(buf), *map(str, extra), "--",
+                          str(REPO / "build/progs/hccl_driver"),
+                          str(REPO / "build/progs/libhccl.so"), "--rank", "0", "--nranks", "2",
+                          "--settle-ms", "1000"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        head = []
+        if after_attach:
+            for line in p.stderr:
+                head.append(line)
+                if line.startswith("attached:"):
+                    after_attach()
+                    break
+        stdout, stderr = p.communicate(timeout=180)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    return subprocess.CompletedProcess(p.args, p.returncode, stdout, "".join(head) + stderr), \
+        out, rep
+
+
+def device_x(trace):
+    return [e for e in trace["traceEvents"] if e.get("ph") == "X"
+            and 0x10000 <= e.get("tid", 0) < 0x10800 and e.get("pid", 0) >= 0x1000000]
+
+
+BAD_BUFFERS = [
+    ("kind", 17, "unknown record kind 9", ()),
+    # Readable when the tracer starts, gone when it writes the trace.
+    ("removed", 3, "cannot open", ()),
+    # A sync point after every record: the records would land before time 0.
+    ("sync-after-records", 2, "maps before time 0", ("--device-sync", "6000000000000@0")),
+]
+
+
+@pytest.mark.parametrize("case,code,message,extra", BAD_BUFFERS, ids=[b[0] for b in BAD_BUFFERS])
+def test_combined_export_bad_buffer_fails_but_keeps_host_trace(bpf, progs, tmp_path, case, code,
+                                                               message, extra):
+    buf = gen(tmp_path, "basic", case if case == "kind" else None)
+    r, out, rep = run_combined(tmp_path, buf, *extra,
+                               after_attach=buf.unlink if case == "removed" else None)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    line = next((x for x in r.stderr.splitlines() if "--device-buffer" in x), "")
+    assert line.startswith(f"commtrace-bpf: --device-buffer {buf}: "), r.stderr
+    assert message in line and f"(devprof error {code}); {out} is written without the device " \
+        "tracks (metadata.device_buffer_error)" in line, line
+    # Nothing already collected is lost: the host trace and the report are complete.
+    trace, report = json.loads(out.read_text()), json.loads(rep.read_text())
+    md = trace["metadata"]
+    assert message in md["device_buffer_error"] and md["device_buffer_error_code"] == code
+    assert "device_timeline" not in md and "commtrace_devprof" not in md
+    host = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "comm"]
+    assert report["total_counts"] > 0 and len(host) == report["total_counts"]
+    assert not device_x(trace)
+    assert sorted(x.name for x in tmp_path.iterdir() if ".tmp." in x.name) == []
+
+
+def test_combined_export_device_sync(bpf, progs, tmp_path):
+    """--device-sync CYCLE@NS: each record lands at NS + (cycle - CYCLE) / clock_hz."""
+    buf = gen(tmp_path, "basic")
+    sync_ns = time.monotonic_ns()
+    sync_cycle = GEN_BASE_CYCLE + 1000  # the first records are 1 us before the sync point
+    r, out, _ = run_combined(tmp_path, buf, "--device-sync", f"{sync_cycle}@{sync_ns}")
+    assert r.returncode == 0, r.stderr
+    trace = json.loads(out.read_text())
+    md = trace["metadata"]
+    assert md["device_timeline"] == (f"synchronized: device cycle {sync_cycle} at "
+                                     f"CLOCK_MONOTONIC {sync_ns} ns (--device-sync)")
+    xs = device_x(trace)
+    golden = json.loads((GOLDEN / "basic.json").read_text())
+    assert len(xs) == len([e for e in golden["traceEvents"] if e.get("ph") == "X"]) == 24
+    for e in xs:
+        start, end = int(e["args"]["start_cycle"]), int(e["args"]["end_cycle"])
+        want = (sync_ns + start - sync_cycle) / 1000.0  # 1 GHz: one cycle per ns
+        assert abs(e["ts"] - want) < 5e-4 and abs(e["dur"] - (end - start) / 1000.0) < 5e-4, e
+    assert min(e["ts"] for e in xs) == pytest.approx((sync_ns - 1000) / 1000.0, abs=5e-4)
+
+    # Without it: not synchronized, the earliest record at the start of tracing.
+    r, out, _ = run_combined(tmp_path, buf)
+    assert r.returncode == 0, r.stderr
+    trace = json.loads(out.read_text())
+    assert trace["metadata"]["device_timeline"].startswith("not synchronized")
+    start_ns = int(trace["metadata"]["start_ns"])
+    assert min(e["ts"] for e in device_x(trace)) == pytest.approx(start_ns / 1000.0, abs=5e-4)
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--device-sync", "5@6"], "--device-sync goes with --device-buffer"),
+    (["--device-buffer", "b.bin", "--device-sync", "5"], "invalid --device-sync '5'"),
+    (["--device-buffer", "b.bin", "--device-sync", "5@-6"], "invalid --device-sync"),
+    (["--device-buffer", "b.bin", "--device-sync", "x@6"], "invalid --device-sync"),
+    (["--device-buffer", "b.bin", "--device-sync", "5@6@7"], "invalid --device-sync"),
+    (["--device-buffer", "b.bin", "--device-sync", "18446744073709551616@6"],
+     "invalid --device-sync"),
+])
+def test_device_sync_usage_errors(tmp_path, args, msg):
+    r = subprocess.run([str(TRACER), "-p", "1", "--chrome", str(tmp_path / "t.json"), *args],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_help_documents_device_sync():
+    r = subprocess.run([str(TRACER), "--help"], capture_output=True, text=True, timeout=60)
+    assert "--device-sync CYCLE@NS" in r.stdout and "CLOCK_MONOTONIC" in r.stdout

@@ -295,6 +295,8 @@ TEST(devprof_errors)
 	    {DEVPROF_CORRUPT_FREQ_ZERO, DEVPROF_E_FREQ, "clock frequency is 0 Hz"},
 	    {DEVPROF_CORRUPT_FREQ_ABSURD, DEVPROF_E_FREQ, "outside the plausible range"},
 	    {DEVPROF_CORRUPT_KIND, DEVPROF_E_KIND, "unknown record kind 9"},
+	    {DEVPROF_CORRUPT_DROPPED, DEVPROF_E_DROPS,
+	     "AIC 0: dropped count 3 but the slot holds only 6 of its 16 records"},
 	};
 	struct devprof_err err;
 	struct devprof_file f;
@@ -379,6 +381,40 @@ TEST(devprof_errors)
 		ASSERT_EQ(devprof_parse(empty, sz, &f, &err), DEVPROF_E_EMPTY, "empty");
 		ASSERT_TRUE(strstr(err.msg, "hold no record") != NULL, err.msg);
 		free(empty);
+	}
+
+	/*
+	 * Drops are valid only in a full slot: a slot of capacity 0 may drop from its first
+	 * record, one with room left may not.
+	 */
+	{
+		uint64_t sz = ct_devprof_buffer_size(1, 1, 16, 0, 0);
+		uint64_t aiv = ct_devprof_slot_offset(1, 16, 0, CT_DEVPROF_CORE_AIV, 0);
+		uint8_t *p = malloc(sz);
+		struct ct_devprof_runtime_config cfg = {.profile_enable = 1};
+		struct ct_devprof_recorder r;
+		uint32_t owner = 0, drops = 4, i;
+
+		ASSERT_OK(ct_devprof_buffer_init(p, sz, 1000000000, 0, 1, 1, 16, 0, NULL, 0),
+			  "init");
+		cfg.profile_buffer = (uint64_t)(uintptr_t)p;
+		ct_devprof_recorder_init(&r, &cfg, CT_DEVPROF_CORE_AIC, 0);
+		for (i = 0; i < 16; i++)
+			ct_devprof_record(&r, CT_DEVPROF_REC_COMPUTE, 0, i, i, &owner, 0);
+		memcpy(p + aiv + 12, &drops, sizeof(drops)); /* AIV 0: capacity 0, 4 dropped */
+		ASSERT_OK(devprof_parse(p, sz, &f, &err), err.msg);
+		devprof_file_free(&f);
+		drops = 1;
+		memcpy(p + sizeof(struct ct_devprof_header) + 12, &drops, sizeof(drops));
+		ASSERT_OK(devprof_parse(p, sz, &f, &err), "a full slot with a drop");
+		devprof_file_free(&f);
+		i = 15;
+		memcpy(p + sizeof(struct ct_devprof_header) + 8, &i, sizeof(i));
+		ASSERT_EQ(devprof_parse(p, sz, &f, &err), DEVPROF_E_DROPS, "room left, yet a drop");
+		ASSERT_TRUE(
+		    strstr(err.msg, "dropped count 1 but the slot holds only 15 of its 16") != NULL,
+		    err.msg);
+		free(p);
 	}
 }
 

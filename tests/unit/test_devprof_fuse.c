@@ -2,7 +2,8 @@
 /*
  * Fusion with PyTorch profiler traces (FR-13, FR-14) and the combined-export append.
  * Inputs: tests/golden/devprof/kineto_gpu.json (a constructed Kineto trace with device
- * kernels: no GPU here) and torch113_cpu.json (recorded here by torch 1.13, CPU only).
+ * kernels: no GPU here), torch113_cpu.json (recorded here by torch 1.13, CPU only) and
+ * Kineto traces built here with enough kernels for alignment by invocation_seq.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -80,10 +81,22 @@ TEST(devprof_fuse_gpu)
 
 	if (!dev || !prof)
 		goto done;
+	/* The multi calls are 20..22 and the trace has 3 kernels: refused, precisely. */
+	out = devprof_fuse(dev, prof, &o, &err);
+	ASSERT_TRUE(out == NULL, "invocation_seq 20 past 3 kernels");
+	ASSERT_EQ(err.code, DEVPROF_E_SEQ_RANGE, "seq range code");
+	ASSERT_TRUE(strstr(err.msg, "invocation 0 (invocation_seq 20) belongs to matching device "
+				    "kernel event 20") &&
+			strstr(err.msg, "has only 3 outer device kernel event(s)") &&
+			strstr(err.msg, "3 of 3 invocation(s)") &&
+			strstr(err.msg, "--align-in-order"),
+		    err.msg);
+	o.align_in_order = 1;
 	out = devprof_fuse(dev, prof, &o, &err);
 	if (!ASSERT_NOT_NULL(out, err.msg))
 		goto done;
 	d = dp(out);
+	ASSERT_STREQ(cJSON_GetObjectItem(d, "align_by")->valuestring, "in_order", "explicit");
 	ASSERT_STREQ(cJSON_GetObjectItem(d, "alignment")->valuestring, "device_kernel", "mode");
 	ASSERT_TRUE(cJSON_IsFalse(cJSON_GetObjectItem(d, "host_alignment")), "not host");
 	ASSERT_STREQ(cJSON_GetObjectItem(d, "kernel_filter")->valuestring, "megakernel",
@@ -98,6 +111,8 @@ TEST(devprof_fuse_gpu)
 		i++;
 	}
 	ASSERT_EQ(i, 3, "3 invocations aligned");
+	/* Consecutive sequences: in-order alignment gives no warning. */
+	ASSERT_EQ(cJSON_GetArraySize(cJSON_GetObjectItem(d, "warnings")), 0, "no warning");
 	/* 3 x 15 records; invocation 2's kernel (3 us) is shorter than its span (4.44 us). */
 	ASSERT_EQ(count_tracks(out, &first_ts, &bad), 45, "fused records");
 	ASSERT_EQ(bad, 0, "no negative dur");
@@ -158,6 +173,10 @@ TEST(devprof_fuse_cpu_trace)
 
 	o.allow_host_align = 1;
 	out = devprof_fuse(dev, prof, &o, &err);
+	ASSERT_TRUE(out == NULL && err.code == DEVPROF_E_SEQ_RANGE, "calls 20.. past 3 events");
+	ASSERT_TRUE(strstr(err.msg, "matching host event 20") != NULL, err.msg);
+	o.align_in_order = 1;
+	out = devprof_fuse(dev, prof, &o, &err);
 	if (!ASSERT_NOT_NULL(out, err.msg))
 		goto done;
 	d = dp(out);
@@ -184,7 +203,7 @@ done:
 
 TEST(devprof_fuse_bad_inputs)
 {
-	struct devprof_fuse_opts o = {0};
+	struct devprof_fuse_opts o = {.align_in_order = 1};
 	struct devprof_err err = {0};
 	cJSON *dev = device_doc("basic"), *p, *out, *fused, *bogus;
 	static const char *const traces[] = {
@@ -281,4 +300,189 @@ out:
 	free(bad);
 	cJSON_Delete(events);
 	cJSON_Delete(md);
+}
+
+/* A Kineto trace with n launches of the MegaKernel on stream 7: launch i at 1000 + 100 i. */
+static cJSON *kineto_n(int n, double dur)
+{
+	cJSON *doc = cJSON_CreateObject(), *evs = cJSON_AddArrayToObject(doc, "traceEvents");
+	char buf[256];
+	int i;
+
+	for (i = 0; i < n; i++) {
+		snprintf(
+		    buf, sizeof(buf),
+		    "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"void megakernel_persistent<128>"
+		    "(RuntimeConfig)\",\"pid\":0,\"tid\":7,\"ts\":%d,\"dur\":%g}",
+		    1000 + 100 * i, dur);
+		cJSON_AddItemToArray(evs, cJSON_Parse(buf));
+	}
+	return doc;
+}
+
+/* Fuses dev into a fresh kineto_n(n, 10); the trace is freed when fusion fails. */
+static cJSON *fuse_n(const cJSON *dev, int n, const struct devprof_fuse_opts *o,
+		     struct devprof_err *err)
+{
+	cJSON *p = kineto_n(n, 10), *out = devprof_fuse(dev, p, o, err);
+
+	if (!out)
+		cJSON_Delete(p);
+	return out;
+}
+
+static void set_seqs(cJSON *dev, const int *seq)
+{
+	cJSON *inv;
+	int k = 0;
+
+	cJSON_ArrayForEach(inv, cJSON_GetObjectItem(dp(dev), "invocations"))
+	{
+		cJSON_ReplaceItemInObject(inv, "invocation_seq", cJSON_CreateNumber(seq[k++]));
+	}
+}
+
+/* Every fused record of invocation k lies inside kernel event ev[k]. */
+static void check_inside(const cJSON *out, const int *ev, int n, double dur)
+{
+	const cJSON *e;
+	int seen = 0;
+
+	cJSON_ArrayForEach(e, cJSON_GetObjectItem(out, "traceEvents"))
+	{
+		const cJSON *tid = cJSON_GetObjectItem(e, "tid"),
+			    *a = cJSON_GetObjectItem(e, "args");
+		double ts, end, k0;
+		int k;
+
+		if (!cJSON_IsNumber(tid) || tid->valuedouble < DEVPROF_FUSE_TID_BASE ||
+		    strcmp(cJSON_GetObjectItem(e, "ph")->valuestring, "X"))
+			continue;
+		k = cJSON_GetObjectItem(a, "invocation")->valueint;
+		if (!ASSERT_TRUE(k >= 0 && k < n, "invocation index"))
+			return;
+		ts = cJSON_GetObjectItem(e, "ts")->valuedouble;
+		end = ts + cJSON_GetObjectItem(e, "dur")->valuedouble;
+		k0 = 1000 + 100 * ev[k];
+		if (!ASSERT_TRUE(ts >= k0 && end <= k0 + dur, "record inside its kernel"))
+			return;
+		seen++;
+	}
+	ASSERT_EQ(seen, 45, "every record");
+}
+
+TEST(devprof_fuse_by_invocation_seq)
+{
+	struct devprof_fuse_opts o = {0};
+	struct devprof_err err = {0};
+	cJSON *dev = device_doc("multi"), *out;
+	const cJSON *d, *inv;
+	static const int want[] = {20, 21, 22}, gaps[] = {3, 5, 9}, skip2[] = {22, 23, 24};
+	static const int dup[] = {3, 5, 5};
+	int k;
+
+	if (!dev)
+		return;
+	ct_subtest("sequence");
+	out = fuse_n(dev, 25, &o, &err);
+	if (ASSERT_NOT_NULL(out, err.msg)) {
+		d = dp(out);
+		ASSERT_STREQ(cJSON_GetObjectItem(d, "align_by")->valuestring, "invocation_seq",
+			     "by");
+		ASSERT_TRUE(strstr(cJSON_GetObjectItem(d, "align_by_reason")->valuestring,
+				   "skip + s") != NULL,
+			    "reason");
+		ASSERT_EQ(cJSON_GetObjectItem(d, "unaligned_events")->valueint, 22, "22 left");
+		k = 0;
+		cJSON_ArrayForEach(inv, cJSON_GetObjectItem(d, "invocations"))
+		{
+			const cJSON *a = cJSON_GetObjectItem(inv, "aligned_to");
+
+			ASSERT_EQ(cJSON_GetObjectItem(inv, "invocation_seq")->valueint, want[k],
+				  "seq");
+			ASSERT_EQ(cJSON_GetObjectItem(inv, "event_number")->valueint, want[k],
+				  "ev");
+			ASSERT_TRUE(cJSON_GetObjectItem(a, "ts")->valuedouble ==
+					1000 + 100 * want[k],
+				    "aligned to kernel 20 + k, not k");
+			k++;
+		}
+		ASSERT_EQ(k, 3, "3 invocations");
+		ASSERT_EQ(
+		    cJSON_GetObjectItem(cJSON_GetObjectItem(d, "out_of_range"), "count")->valueint,
+		    0, "inside their kernels");
+		check_inside(out, want, 3, 10);
+		cJSON_Delete(out);
+	}
+
+	ct_subtest("skip");
+	o.skip = 2;
+	out = fuse_n(dev, 25, &o, &err);
+	if (ASSERT_NOT_NULL(out, err.msg)) {
+		check_inside(out, skip2, 3, 10);
+		cJSON_Delete(out);
+	}
+	o.skip = 3; /* call 22 would need kernel 25 of 0..24 */
+	{
+		cJSON *p = kineto_n(25, 10);
+
+		ASSERT_TRUE(devprof_fuse(dev, p, &o, &err) == NULL, "past the end");
+		ASSERT_EQ(err.code, DEVPROF_E_SEQ_RANGE, "code");
+		ASSERT_TRUE(strstr(err.msg, "invocation 2 (invocation_seq 22) belongs to matching "
+					    "device kernel event 25 (skip 3 + invocation_seq), but "
+					    "the profiler trace has only 25") &&
+				strstr(err.msg, "1 of 3 invocation(s)"),
+			    err.msg);
+		cJSON_Delete(p);
+	}
+	o.skip = 0;
+
+	ct_subtest("gaps");
+	set_seqs(dev, gaps); /* a window that sampled calls 3, 5 and 9 */
+	out = fuse_n(dev, 10, &o, &err);
+	if (ASSERT_NOT_NULL(out, err.msg)) {
+		check_inside(out, gaps, 3, 10);
+		ASSERT_EQ(cJSON_GetObjectItem(dp(out), "unaligned_events")->valueint, 7, "7 left");
+		cJSON_Delete(out);
+	}
+	/* In order over gaps: allowed when asked for, with a warning. */
+	o.align_in_order = 1;
+	out = fuse_n(dev, 3, &o, &err);
+	if (ASSERT_NOT_NULL(out, err.msg)) {
+		static const int in_order[] = {0, 1, 2};
+		const cJSON *w = cJSON_GetObjectItem(dp(out), "warnings");
+
+		check_inside(out, in_order, 3, 10);
+		ASSERT_TRUE(cJSON_GetArraySize(w) == 1 &&
+				strstr(cJSON_GetArrayItem(w, 0)->valuestring, "not consecutive"),
+			    "gap warning");
+		cJSON_Delete(out);
+	}
+	o.align_in_order = 0;
+
+	ct_subtest("duplicate");
+	set_seqs(dev, dup);
+	{
+		cJSON *p = kineto_n(10, 10);
+
+		ASSERT_TRUE(devprof_fuse(dev, p, &o, &err) == NULL, "duplicate refused");
+		ASSERT_EQ(err.code, DEVPROF_E_ALIGN, "code");
+		ASSERT_TRUE(strstr(err.msg, "invocations 1 and 2 both have invocation_seq 5") !=
+				NULL,
+			    err.msg);
+		cJSON_Delete(p);
+	}
+
+	ct_subtest("missing");
+	cJSON_DeleteItemFromObject(
+	    cJSON_GetArrayItem(cJSON_GetObjectItem(dp(dev), "invocations"), 1), "invocation_seq");
+	{
+		cJSON *p = kineto_n(10, 10);
+
+		ASSERT_TRUE(devprof_fuse(dev, p, &o, &err) == NULL, "no sequence");
+		ASSERT_EQ(err.code, DEVPROF_E_DEVJSON, "code");
+		ASSERT_TRUE(strstr(err.msg, "invocation 1 has no invocation_seq") != NULL, err.msg);
+		cJSON_Delete(p);
+	}
+	cJSON_Delete(dev);
 }

@@ -150,21 +150,30 @@ static const char validate_help[] =
 static const char fuse_help[] =
     "Usage: commtrace-bpf devprof fuse --device DEV --profiler TRACE.json -o OUT.json\n"
     "Fuses a device trace (a buffer, or JSON from 'devprof decode') into a PyTorch profiler\n"
-    "trace: invocation k is aligned to the k-th outer device kernel event (ph X, cat\n"
-    "\"kernel\") whose name contains the kernel name; its cores become tracks of that\n"
-    "kernel's process. Diagnostics go to metadata.commtrace_devprof.\n"
+    "trace. The outer device kernel events (ph X, cat \"kernel\") whose name contains the\n"
+    "kernel name are numbered 0, 1, ... by time; the invocation with invocation_seq S (the\n"
+    "kernel's call number since its sampling session started) is aligned to event\n"
+    "SKIP + S, so the profiler must have recorded the kernel's calls from the session\n"
+    "start; an S past the trace's events is refused (exit 27). Its cores become tracks\n"
+    "of that kernel's process. Diagnostics go to metadata.commtrace_devprof.\n"
     "  --device FILE         devprof buffer or decoded device JSON\n"
     "  --profiler FILE       torch.profiler export_chrome_trace() output\n"
     "  -o, --output FILE     fused JSON; written only on success\n"
     "  --kernel-name S       match kernel events whose name contains S (default: the\n"
     "                        kernel named in the device metadata, else every kernel)\n"
-    "  --skip N              skip the first N matching events\n"
+    "  --skip N              skip the first N matching events (launches of the kernel\n"
+    "                        before its sampling session started)\n"
+    "  --align-in-order      align invocation k (file order) to event SKIP + k and ignore\n"
+    "                        invocation_seq: for a profiler that recorded only the\n"
+    "                        sampled calls (e.g. the same wait/warmup/active window)\n"
     "  --allow-host-align    if the trace has no matching device kernel (CPU-only\n"
     "                        traces), align to host events named S instead; refused\n"
     "                        by default\n"
     "  --display MODE, --meta FILE   as for decode, when DEV is a buffer\n"
     "Examples:\n"
     "  commtrace-bpf devprof fuse --device prof.bin --profiler kineto.json -o fused.json\n"
+    "  commtrace-bpf devprof fuse --device prof.bin --profiler window.json --align-in-order \\\n"
+    "      -o fused.json\n"
     "  commtrace-bpf devprof fuse --device prof.json --profiler cpu.json \\\n"
     "      --allow-host-align --kernel-name megakernel -o fused.json\n";
 
@@ -200,7 +209,7 @@ static const char gen_help[] =
     "  --scenario NAME   basic (2 AIC + 3 AIV, metadata), overflow (a full slot, drops),\n"
     "                    nometa (no metadata), multi (3 invocations)\n"
     "  --corrupt KIND    magic, version, truncate, count, end-before-start, freq-zero,\n"
-    "                    freq-absurd, kind\n"
+    "                    freq-absurd, kind, dropped-not-full\n"
     "Examples:\n"
     "  commtrace-bpf devprof gen --scenario overflow -o overflow.bin\n"
     "  commtrace-bpf devprof gen --scenario basic --corrupt kind -o bad.bin\n";
@@ -217,7 +226,8 @@ static const char main_help[] =
     "Exit codes: 0 ok, 2 usage, 3 I/O, 4 memory, 10 magic, 11 version, 12 truncated,\n"
     "13 layout, 14 count over capacity, 15 frequency, 16 end before start, 17 record\n"
     "kind, 18 slot, 19 no records, 20 metadata, 21 profiler trace, 22 host alignment\n"
-    "refused, 23 alignment, 24 plan, 25 device JSON.\n"
+    "refused, 23 alignment, 24 plan, 25 device JSON, 26 drops in a slot that is not\n"
+    "full, 27 invocation_seq past the profiler's kernel events.\n"
     "Examples:\n"
     "  commtrace-bpf devprof decode prof.bin -o prof.json\n"
     "  commtrace-bpf devprof fuse --device prof.bin --profiler kineto.json -o fused.json\n";
@@ -244,7 +254,8 @@ enum {
 	O_CPS,
 	O_MPS,
 	O_SCEN,
-	O_CORRUPT
+	O_CORRUPT,
+	O_IN_ORDER
 };
 
 static const struct option long_opts[] = {
@@ -272,6 +283,7 @@ static const struct option long_opts[] = {
     {"max-per-step", required_argument, NULL, O_MPS},
     {"scenario", required_argument, NULL, O_SCEN},
     {"corrupt", required_argument, NULL, O_CORRUPT},
+    {"align-in-order", no_argument, NULL, O_IN_ORDER},
     {NULL, 0, NULL, 0},
 };
 
@@ -281,7 +293,7 @@ struct args {
 	enum devprof_display display;
 	uint32_t pid_base, skip, rpt, steps, cps, mps;
 	struct ct_devprof_schedule sched;
-	int host, json, have_aic, have_aiv, have_active;
+	int host, json, have_aic, have_aiv, have_active, in_order;
 };
 
 /* Options are shared by name; each command rejects the ones it does not take. */
@@ -354,6 +366,9 @@ static int parse_args(int argc, char **argv, const char *allowed, const char *he
 			break;
 		case O_CORRUPT:
 			a->corrupt = optarg;
+			break;
+		case O_IN_ORDER:
+			a->in_order = 1;
 			break;
 		case O_PID_BASE:
 			u = &a->pid_base;
@@ -498,7 +513,8 @@ static int cmd_fuse(int argc, char **argv)
 	int rc;
 
 	rc = parse_args(argc, argv,
-			"output device profiler allow-host-align kernel-name skip display meta",
+			"output device profiler allow-host-align kernel-name skip display meta "
+			"align-in-order",
 			fuse_help, &a);
 	if (rc)
 		return rc < 0 ? 0 : rc;
@@ -526,6 +542,7 @@ static int cmd_fuse(int argc, char **argv)
 		fo.allow_host_align = a.host;
 		fo.kernel_name = a.kname;
 		fo.skip = a.skip;
+		fo.align_in_order = a.in_order;
 		out = devprof_fuse(dev, prof, &fo, &err);
 		if (out)
 			prof = NULL; /* consumed by out */

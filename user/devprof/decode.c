@@ -207,6 +207,14 @@ static int check_slots(struct devprof_inv *inv, size_t k, struct devprof_err *er
 			    "invocation %zu, %s %u: record count %u exceeds the slot "
 			    "capacity %u",
 			    k, core_type_name(type), id, s.record_count, cap);
+		/* The recorder drops only once the slot is full (FR-06). */
+		if (s.dropped_count && s.record_count < cap)
+			return devprof_errf(
+			    err, DEVPROF_E_DROPS,
+			    "invocation %zu, %s %u: dropped count %u but the slot holds only "
+			    "%u of its %u records; a recorder drops only when its slot is "
+			    "full, so the slot is corrupt",
+			    k, core_type_name(type), id, s.dropped_count, s.record_count, cap);
 		for (i = 0; i < s.record_count; i++) {
 			struct ct_devprof_record r;
 

@@ -34,6 +34,8 @@ enum devprof_status {
 	DEVPROF_E_ALIGN = 23,
 	DEVPROF_E_PLAN = 24,
 	DEVPROF_E_DEVJSON = 25,
+	DEVPROF_E_DROPS = 26,	  /* drops in a slot that is not full: a corrupt slot */
+	DEVPROF_E_SEQ_RANGE = 27, /* an invocation_seq past the profiler's kernel events */
 };
 
 struct devprof_err {
@@ -122,6 +124,13 @@ struct devprof_fuse_opts {
 	int allow_host_align;	 /* FR-14: host-only alignment only when asked for */
 	const char *kernel_name; /* substring filter on the outer kernel's name, or NULL */
 	uint32_t skip;		 /* matching kernel events to skip before the first */
+	/*
+	 * 0 (default): the invocation with invocation_seq s goes to matching event skip + s,
+	 * since s counts the kernel's calls from its session start; an s past the trace's
+	 * events is DEVPROF_E_SEQ_RANGE. 1: invocation k (file order) goes to event skip + k,
+	 * for a profiler that recorded only the sampled calls.
+	 */
+	int align_in_order;
 };
 
 /*
@@ -157,6 +166,7 @@ enum devprof_corrupt {
 	DEVPROF_CORRUPT_FREQ_ZERO,
 	DEVPROF_CORRUPT_FREQ_ABSURD,
 	DEVPROF_CORRUPT_KIND,
+	DEVPROF_CORRUPT_DROPPED, /* drops counted in a slot that is not full */
 };
 
 extern const char *const devprof_scenarios[];	/* NULL-terminated */

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * Offline fusion (FR-13, FR-14): each invocation of a standalone device trace is laid,
- * in order, onto one outer device kernel event of a PyTorch profiler trace, and its
- * cores become new AIC/AIV tracks of that kernel's process. The device clock and the
+ * Offline fusion (FR-13, FR-14): each invocation of a standalone device trace is laid
+ * onto one outer device kernel event of a PyTorch profiler trace, the one its
+ * invocation_seq numbers (or, with align_in_order, the next one in order), and its cores
+ * become new AIC/AIV tracks of that kernel's process. The device clock and the
  * profiler clock are never compared: an invocation's first record starts at its kernel's
  * ts, so only durations cross clocks. Anything approximate is written to
  * metadata.commtrace_devprof for machines to read.
@@ -21,6 +22,8 @@ struct dev_inv {
 	const cJSON *desc;  /* metadata entry */
 	const cJSON *cores; /* array of {name, tid, slot} */
 	uint32_t ncores;
+	uint32_t seq; /* invocation_seq: the kernel's call number in its session */
+	int have_seq;
 };
 
 struct cand {
@@ -121,6 +124,18 @@ static int load_device(const cJSON *dev, struct fuse_ctx *c, const cJSON **event
 					    "start_us/end_us or cores",
 					    k);
 		d->pid = (int)pid;
+		if (cJSON_GetObjectItemCaseSensitive(e, "invocation_seq")) {
+			double seq;
+
+			if (num(e, "invocation_seq", &seq) || seq < 0 || seq > UINT32_MAX ||
+			    seq != floor(seq))
+				return devprof_errf(err, DEVPROF_E_DEVJSON,
+						    "device trace: invocation %zu has an "
+						    "invocation_seq that is not a 32-bit count",
+						    k);
+			d->seq = (uint32_t)seq;
+			d->have_seq = 1;
+		}
 		d->kernel = str(e, "kernel");
 		d->desc = e;
 		d->ncores = (uint32_t)cJSON_GetArraySize(d->cores);
@@ -259,6 +274,71 @@ static int collect(const cJSON *events, int host, const char *filter, struct fus
 	return 0;
 }
 
+/*
+ * The matching event (index into c->cands) each invocation aligns to: skip +
+ * invocation_seq, since the sequence counts the kernel's calls from its session start,
+ * the launches a profiler recording from the start sees; with align_in_order, skip + k.
+ */
+static int assign(const struct fuse_ctx *c, const struct devprof_fuse_opts *o, int host,
+		  const char *filter, size_t *ev, struct devprof_err *err)
+{
+	const char *what = host ? "host" : "device kernel";
+	size_t k, j, past = 0, first = 0;
+
+	if (o->align_in_order) {
+		if (c->ncand < o->skip || c->ncand - o->skip < c->ninv)
+			return devprof_errf(
+			    err, DEVPROF_E_ALIGN,
+			    "the device trace has %zu invocation(s) but the profiler trace has "
+			    "%zu outer %s event(s) matching \"%.80s\" (after skipping %u)",
+			    c->ninv, c->ncand, what, filter ? filter : "", o->skip);
+		for (k = 0; k < c->ninv; k++)
+			ev[k] = o->skip + k;
+		return 0;
+	}
+	for (k = 0; k < c->ninv; k++) {
+		if (!c->inv[k].have_seq)
+			return devprof_errf(err, DEVPROF_E_DEVJSON,
+					    "device trace: invocation %zu has no invocation_seq to "
+					    "align by; --align-in-order aligns in file order",
+					    k);
+		for (j = 0; j < k; j++)
+			if (c->inv[j].seq == c->inv[k].seq)
+				return devprof_errf(
+				    err, DEVPROF_E_ALIGN,
+				    "invocations %zu and %zu both have invocation_seq %u: one "
+				    "kernel call has one buffer (several sessions in one file?); "
+				    "--align-in-order aligns in file order",
+				    j, k, c->inv[k].seq);
+		ev[k] = (size_t)o->skip + c->inv[k].seq;
+		if (ev[k] >= c->ncand && !past++)
+			first = k;
+	}
+	if (past)
+		return devprof_errf(
+		    err, DEVPROF_E_SEQ_RANGE,
+		    "invocation %zu (invocation_seq %u) belongs to matching %s event %zu (skip "
+		    "%u + invocation_seq), but the profiler trace has only %zu outer %s event(s) "
+		    "matching \"%.80s\"; %zu of %zu invocation(s) lie past them. invocation_seq "
+		    "counts the kernel's calls from its session start: if the profiler did not "
+		    "record from there, --align-in-order aligns invocation k to event skip + k",
+		    first, c->inv[first].seq, what, ev[first], o->skip, c->ncand, what,
+		    filter ? filter : "", past, c->ninv);
+	return 0;
+}
+
+/* Whether two kernel events overlap in time, whichever began first. */
+static int overlaps(const struct cand *a, const struct cand *b)
+{
+	if (a->ts > b->ts || (a->ts == b->ts && a->index > b->index)) {
+		const struct cand *t = a;
+
+		a = b;
+		b = t;
+	}
+	return a->ts + a->dur > b->ts;
+}
+
 static void note_oor(struct fuse_ctx *c, size_t k, const char *name, double ts, double end,
 		     const struct cand *kc)
 {
@@ -330,7 +410,7 @@ cJSON *devprof_fuse(const cJSON *device, cJSON *profiler, const struct devprof_f
 	const cJSON *dev_events = NULL, *prof_events, *e;
 	cJSON *out, *events = NULL, *md, *dp = NULL, *diag_invs, *fbs, *warn, *oor;
 	const char *filter = o->kernel_name;
-	size_t nested = 0, kernels = 0, k;
+	size_t nested = 0, kernels = 0, k, *ev = NULL;
 	int *lane = NULL, host = 0, rc;
 
 	memset(&c, 0, sizeof(c));
@@ -398,15 +478,14 @@ cJSON *devprof_fuse(const cJSON *device, cJSON *profiler, const struct devprof_f
 		if (rc)
 			goto fail;
 	}
-	if (c.ncand < o->skip || c.ncand - o->skip < c.ninv) {
-		rc = devprof_errf(
-		    err, DEVPROF_E_ALIGN,
-		    "the device trace has %zu invocation(s) but the profiler trace has "
-		    "%zu outer %s event(s) matching \"%s\" (after skipping %u)",
-		    c.ninv, c.ncand, host ? "host" : "device kernel", filter ? filter : "",
-		    o->skip);
+	ev = calloc(c.ninv, sizeof(*ev));
+	if (!ev) {
+		rc = devprof_errf(err, DEVPROF_E_NOMEM, "out of memory");
 		goto fail;
 	}
+	rc = assign(&c, o, host, filter, ev, err);
+	if (rc)
+		goto fail;
 
 	/* Staged apart from the profiler tree, which stays untouched until success. */
 	events = cJSON_CreateArray();
@@ -419,6 +498,14 @@ cJSON *devprof_fuse(const cJSON *device, cJSON *profiler, const struct devprof_f
 	else
 		cJSON_AddNullToObject(dp, "kernel_filter");
 	cJSON_AddNumberToObject(dp, "skip", o->skip);
+	cJSON_AddStringToObject(dp, "align_by", o->align_in_order ? "in_order" : "invocation_seq");
+	cJSON_AddStringToObject(
+	    dp, "align_by_reason",
+	    o->align_in_order ? "--align-in-order: invocation k is aligned to matching event "
+				"skip + k in file order; invocation_seq is not used"
+			      : "invocation_seq counts the kernel's calls from its session "
+				"start: the invocation with sequence s is aligned to matching "
+				"event skip + s");
 	cJSON_AddNumberToObject(dp, "nested_events_skipped", (double)nested);
 	cJSON_AddNumberToObject(dp, "unaligned_events", (double)(c.ncand - o->skip - c.ninv));
 	diag_invs = cJSON_AddArrayToObject(dp, "invocations");
@@ -430,8 +517,20 @@ cJSON *devprof_fuse(const cJSON *device, cJSON *profiler, const struct devprof_f
 					     "the host event, not at kernel execution"));
 	if (!filter)
 		cJSON_AddItemToArray(
-		    warn, cJSON_CreateString("no kernel name filter: aligned to every outer "
-					     "device kernel in order"));
+		    warn, cJSON_CreateString("no kernel name filter: every outer device kernel "
+					     "counts as a call of the device kernel"));
+	if (o->align_in_order) {
+		for (k = 1; k < c.ninv; k++)
+			if (!c.inv[k].have_seq || !c.inv[k - 1].have_seq ||
+			    c.inv[k].seq != c.inv[k - 1].seq + 1)
+				break;
+		if (k < c.ninv)
+			cJSON_AddItemToArray(
+			    warn, cJSON_CreateString("--align-in-order over invocation_seq values "
+						     "that are not consecutive: correct only if "
+						     "the profiler recorded exactly the sampled "
+						     "calls"));
+	}
 	c.oor = cJSON_CreateArray();
 
 	lane = calloc(c.ninv, sizeof(*lane));
@@ -440,7 +539,7 @@ cJSON *devprof_fuse(const cJSON *device, cJSON *profiler, const struct devprof_f
 		goto fail;
 	}
 	for (k = 0; k < c.ninv; k++) {
-		const struct cand *kc = &c.cands[o->skip + k];
+		const struct cand *kc = &c.cands[ev[k]];
 		const cJSON *kpid = cJSON_GetObjectItemCaseSensitive(kc->ev, "pid");
 		const cJSON *fb;
 		cJSON *d, *a;
@@ -450,10 +549,9 @@ cJSON *devprof_fuse(const cJSON *device, cJSON *profiler, const struct devprof_f
 		/* Invocations on one process share tracks unless their kernels overlap. */
 		for (l = 0; l < DEVPROF_FUSE_MAX_LANES; l++) {
 			for (j = 0; j < k; j++) {
-				const struct cand *pc = &c.cands[o->skip + j];
+				const struct cand *pc = &c.cands[ev[j]];
 
-				if (lane[j] == l && !strcmp(pc->pkey, kc->pkey) &&
-				    pc->ts + pc->dur > kc->ts)
+				if (lane[j] == l && !strcmp(pc->pkey, kc->pkey) && overlaps(pc, kc))
 					break;
 			}
 			if (j == k)
@@ -467,7 +565,7 @@ cJSON *devprof_fuse(const cJSON *device, cJSON *profiler, const struct devprof_f
 		}
 		lane[k] = l;
 		for (j = 0; j < k; j++)
-			if (lane[j] == l && !strcmp(c.cands[o->skip + j].pkey, kc->pkey))
+			if (lane[j] == l && !strcmp(c.cands[ev[j]].pkey, kc->pkey))
 				break;
 		if (j == k) {
 			const cJSON *core;
@@ -496,6 +594,11 @@ cJSON *devprof_fuse(const cJSON *device, cJSON *profiler, const struct devprof_f
 		d = cJSON_CreateObject();
 		cJSON_AddNumberToObject(d, "invocation", (double)k);
 		cJSON_AddNumberToObject(d, "device_pid", c.inv[k].pid);
+		if (c.inv[k].have_seq)
+			cJSON_AddNumberToObject(d, "invocation_seq", c.inv[k].seq);
+		else
+			cJSON_AddNullToObject(d, "invocation_seq");
+		cJSON_AddNumberToObject(d, "event_number", (double)ev[k]);
 		cJSON_AddNumberToObject(d, "lane", l);
 		a = cJSON_AddObjectToObject(d, "aligned_to");
 		cJSON_AddStringToObject(a, "name", kc->name);
@@ -555,7 +658,7 @@ cJSON *devprof_fuse(const cJSON *device, cJSON *profiler, const struct devprof_f
 					  pid, tid);
 			goto fail;
 		}
-		kc = &c.cands[o->skip + k];
+		kc = &c.cands[ev[k]];
 		ne = cJSON_CreateObject();
 		cJSON_ArrayForEach(it, e)
 		{
@@ -597,6 +700,7 @@ cJSON *devprof_fuse(const cJSON *device, cJSON *profiler, const struct devprof_f
 	move_items(cJSON_GetObjectItemCaseSensitive(out, "traceEvents"), events);
 	cJSON_Delete(events);
 	free(lane);
+	free(ev);
 	free(c.inv);
 	free(c.cands);
 	return out;
@@ -605,6 +709,7 @@ fail:
 	cJSON_Delete(events);
 	cJSON_Delete(dp);
 	free(lane);
+	free(ev);
 	free(c.inv);
 	free(c.cands);
 	return NULL;

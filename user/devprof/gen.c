@@ -19,8 +19,8 @@ static uint64_t gen_clock(void)
 
 const char *const devprof_scenarios[] = {"basic", "overflow", "nometa", "multi", NULL};
 const char *const devprof_corruptions[] = {
-    "none",	 "magic",	"version", "truncate", "count", "end-before-start",
-    "freq-zero", "freq-absurd", "kind",	   NULL,
+    "none",	 "magic",	"version", "truncate",	       "count", "end-before-start",
+    "freq-zero", "freq-absurd", "kind",	   "dropped-not-full", NULL,
 };
 
 struct scenario {
@@ -164,6 +164,10 @@ static void corrupt_buf(uint8_t *p, size_t *len, enum devprof_corrupt c)
 		memcpy(&r, p + r0, sizeof(r));
 		r.kind = 9;
 		memcpy(p + r0, &r, sizeof(r));
+		return;
+	case DEVPROF_CORRUPT_DROPPED:
+		s.dropped_count = 3; /* AIC 0 holds fewer records than its capacity */
+		memcpy(p + s0, &s, sizeof(s));
 		return;
 	}
 	memcpy(p, &h, sizeof(h));

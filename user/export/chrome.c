@@ -933,19 +933,33 @@ out:
 	free(sp);
 }
 
-static void emit_device(struct ct_chrome *c, struct ct_session *s, cJSON *meta)
+/*
+ * The device buffer's tracks (docs/devprof.md, "Combined export"). Returns non-zero when
+ * the buffer cannot be added: the host trace is still written, with
+ * metadata.device_buffer_error, and the run fails.
+ */
+static int emit_device(struct ct_chrome *c, struct ct_session *s, cJSON *meta)
 {
 	struct devprof_export_opts o;
 	struct devprof_err err = {0};
 	uint8_t *buf = NULL;
 	size_t len = 0;
 	cJSON *evs, *dm, *e;
+	char timeline[160];
 	int rc;
 
 	devprof_export_opts_init(&o);
 	o.pid_base = CH_DEVPROF_PID;
-	/* No sync record: the earliest device record is placed at the start of tracing. */
-	o.ts_base_us = (double)s->start_ns / 1e3;
+	if (c->o.device_sync) {
+		/* Host ts are CLOCK_MONOTONIC µs: the sync pair maps cycles onto them. */
+		o.have_sync = 1;
+		o.sync_cycle = c->o.device_sync_cycle;
+		o.sync_us = (double)(c->o.device_sync_ns / 1000) +
+			    (double)(c->o.device_sync_ns % 1000) / 1e3;
+	} else {
+		/* No sync point: the earliest device record is placed at the start of tracing. */
+		o.ts_base_us = (double)s->start_ns / 1e3;
+	}
 	evs = cJSON_CreateArray();
 	dm = cJSON_CreateObject();
 	rc = devprof_read_file(c->o.device_buffer, DEVPROF_MAX_FILE, &buf, &len, &err);
@@ -954,10 +968,11 @@ static void emit_device(struct ct_chrome *c, struct ct_session *s, cJSON *meta)
 	free(buf);
 	if (rc) {
 		fprintf(stderr,
-			"commtrace-bpf: --device-buffer %s: %s (the trace is written "
-			"without it)\n",
-			c->o.device_buffer, err.msg);
+			"commtrace-bpf: --device-buffer %s: %s (devprof error %d); %s is written "
+			"without the device tracks (metadata.device_buffer_error)\n",
+			c->o.device_buffer, err.msg, rc, c->o.path);
 		cJSON_AddStringToObject(meta, "device_buffer_error", err.msg);
+		cJSON_AddNumberToObject(meta, "device_buffer_error_code", rc);
 	} else {
 		cJSON_ArrayForEach(e, evs)
 		{
@@ -972,14 +987,25 @@ static void emit_device(struct ct_chrome *c, struct ct_session *s, cJSON *meta)
 			free(txt);
 			emit(c, s->start_ns);
 		}
-		cJSON_AddStringToObject(meta, "device_timeline",
-					"not synchronized: earliest device record at start_ns");
+		if (c->o.device_sync) {
+			snprintf(timeline, sizeof(timeline),
+				 "synchronized: device cycle %llu at CLOCK_MONOTONIC %llu ns "
+				 "(--device-sync)",
+				 (unsigned long long)c->o.device_sync_cycle,
+				 (unsigned long long)c->o.device_sync_ns);
+			cJSON_AddStringToObject(meta, "device_timeline", timeline);
+		} else {
+			cJSON_AddStringToObject(meta, "device_timeline",
+						"not synchronized: earliest device record at "
+						"start_ns");
+		}
 		e = cJSON_DetachItemFromObject(dm, "commtrace_devprof");
 		if (e)
 			cJSON_AddItemToObject(meta, "commtrace_devprof", e);
 	}
 	cJSON_Delete(evs);
 	cJSON_Delete(dm);
+	return rc;
 }
 
 static cJSON *u64_item(uint64_t v)
@@ -1141,7 +1167,7 @@ int ct_chrome_close(struct ct_session *s)
 	struct ct_chrome *c = chrome_of(s);
 	cJSON *meta;
 	char *txt;
-	int err;
+	int err, dev_rc = 0;
 
 	if (!c)
 		return 0;
@@ -1164,7 +1190,7 @@ int ct_chrome_close(struct ct_session *s)
 	emit_findings(c, s);
 	meta = build_metadata(c, s);
 	if (c->o.device_buffer)
-		emit_device(c, s, meta);
+		dev_rc = emit_device(c, s, meta);
 	txt = cJSON_PrintUnformatted(meta);
 	cJSON_Delete(meta);
 	if (!txt && !c->err)
@@ -1178,6 +1204,8 @@ int ct_chrome_close(struct ct_session *s)
 	} else {
 		err = ct_commit_output(c->f, c->tmp, c->o.path);
 	}
+	if (!err && dev_rc)
+		err = CT_CHROME_DEVICE_FAILED;
 	for (int i = 0; i < c->nprocs; i++) {
 		free(c->procs[i]->node_end);
 		free(c->procs[i]);

@@ -134,6 +134,9 @@ struct ct_chrome_opts {
 	uint64_t max_bytes;	   /* 0: no cap */
 	uint64_t window_ns;	   /* 0: no window; else calls starting later are not written */
 	const char *device_buffer; /* devprof buffer file for the combined export, or NULL */
+	/* --device-sync: device cycle device_sync_cycle was at CLOCK_MONOTONIC device_sync_ns */
+	bool device_sync;
+	uint64_t device_sync_cycle, device_sync_ns;
 };
 
 /* Opens the temporary output; 0 or -errno. */
@@ -145,8 +148,11 @@ void ct_chrome_call(struct ct_session *s, struct ct_proc *p, const struct ct_cal
 void ct_chrome_ret(struct ct_session *s, struct ct_proc *p, const struct ct_ret_event *ev);
 /*
  * Writes what is still open (calls in flight, the call tree's module/op slices, the
- * device buffer) and the metadata, and renames the file into place. 0 or -errno.
+ * device buffer) and the metadata, and renames the file into place. 0 or -errno;
+ * CT_CHROME_DEVICE_FAILED when the file is in place but the device buffer could not be
+ * added (said on stderr and in metadata.device_buffer_error): the run failed.
  */
+#define CT_CHROME_DEVICE_FAILED 1
 int ct_chrome_close(struct ct_session *s);
 
 #endif
