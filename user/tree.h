@@ -68,8 +68,8 @@ struct ct_tree_call {
 };
 
 /* --ops: one value an op was called with or returned (ct_values). */
-#define CT_VALUE_DIMS 6
-#define CT_VALUES_MAX 4
+#define CT_VALUE_DIMS	   6
+#define CT_VALUES_MAX	   4
 #define CT_VALUES_TEXT_MAX 512 /* ct_values_format() of any ct_values fits */
 
 struct ct_value {

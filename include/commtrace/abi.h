@@ -215,11 +215,11 @@ struct ct_op_key {
  * op_codes values: SKIP, or KEEP plus, for an op whose arguments are described, the
  * local index of its args tuple + 1 in bits 4-7 (CT_OPV_ARGS(i)).
  */
-#define CT_OPV_SKIP	    1
-#define CT_OPV_KEEP	    2
-#define CT_OPV_ARGS(i)	    (((i) + 1) << 4)
-#define CT_OPV_ARGS_IDX(v)  (((v) >> 4) - 1) /* when (v) >> 4 */
-#define CT_OPS_MAX_ARGIDX   14
+#define CT_OPV_SKIP	   1
+#define CT_OPV_KEEP	   2
+#define CT_OPV_ARGS(i)	   (((i) + 1) << 4)
+#define CT_OPV_ARGS_IDX(v) (((v) >> 4) - 1) /* when (v) >> 4 */
+#define CT_OPS_MAX_ARGIDX  14
 
 struct ct_op_event {
 	struct ct_hdr hdr; /* CT_EV_OP or CT_EV_OPEXIT */

@@ -135,9 +135,9 @@ TEST(profiles_args_column)
 	struct ct_rule r;
 	char err[256];
 
-	ASSERT_EQ(ct_profiles_parse_line("op *.__torch_function__ * arg1 args=3", &r, err,
-					 sizeof(err)),
-		  1, err);
+	ASSERT_EQ(
+	    ct_profiles_parse_line("op *.__torch_function__ * arg1 args=3", &r, err, sizeof(err)),
+	    1, err);
 	ASSERT_EQ(r.args, 3, "args=3");
 	ASSERT_EQ(ct_profiles_parse_line("op X.dispatch * arg1", &r, err, sizeof(err)), 1, err);
 	ASSERT_EQ(r.args, CT_RULE_NO_ARGS, "no args column");
@@ -148,8 +148,8 @@ TEST(profiles_args_column)
 		  "trailing junk");
 	ASSERT_EQ(ct_profiles_parse_line("op X * arg1 kwargs=2", &r, err, sizeof(err)), -EINVAL,
 		  "unknown option");
-	ASSERT_EQ(ct_profiles_parse_line("op X * arg1 args=2 more", &r, err, sizeof(err)),
-		  -EINVAL, "six fields");
+	ASSERT_EQ(ct_profiles_parse_line("op X * arg1 args=2 more", &r, err, sizeof(err)), -EINVAL,
+		  "six fields");
 }
 
 TEST(tree_values_format)

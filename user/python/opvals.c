@@ -8,10 +8,10 @@
 #include "python/opvals.h"
 #include "python/params.h"
 
-#define TYPE_CACHE	 1024 /* (pid, type) slots, direct-mapped */
-#define TYPE_BASES_MAX	 16   /* tp_base links followed */
-#define TYPE_NAME_MAX	 128
-#define PLACEMENTS_MAX	 192
+#define TYPE_CACHE     1024 /* (pid, type) slots, direct-mapped */
+#define TYPE_BASES_MAX 16   /* tp_base links followed */
+#define TYPE_NAME_MAX  128
+#define PLACEMENTS_MAX 192
 
 struct type_slot {
 	pid_t pid;
@@ -34,8 +34,7 @@ void ct_opvals_cache_free(struct ct_opvals_cache *c)
 	free(c);
 }
 
-static int type_name(pid_t pid, const struct ct_py_offsets *o, uint64_t type, char *buf,
-		     size_t len)
+static int type_name(pid_t pid, const struct ct_py_offsets *o, uint64_t type, char *buf, size_t len)
 {
 	uint64_t name;
 	int err = ct_py_read_mem(pid, type + o->type_name, &name, sizeof(name));
@@ -120,7 +119,8 @@ void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_py
 	for (int i = 0; i < out->n; i++) {
 		const struct ct_op_val *r = &raw->v[i];
 		struct ct_value *v = &out->v[i];
-		const struct type_slot *t = r->type ? classify(c, pid, &py->offsets, r->type) : NULL;
+		const struct type_slot *t =
+		    r->type ? classify(c, pid, &py->offsets, r->type) : NULL;
 		uint64_t head[2] = {0, 0}; /* ob_refcnt, ob_type */
 
 		v->ndim = -1;

@@ -16,9 +16,12 @@ static const char builtin[] =
     "module        Module._wrapped_call_impl        */torch/nn/modules/module.py          self\n"
     "module        Cell.__call__                    */mindspore/nn/cell.py                self\n"
     "module        Cell._run_construct              */mindspore/nn/cell.py                self\n"
-    "op            OpDispatcher.dispatch            *                                     arg1 args=2\n"
-    "op            *.__torch_function__             *                                     arg1 args=3\n"
-    "op            *.__torch_dispatch__             *                                     arg1 args=3\n"
+    "op            OpDispatcher.dispatch            *                                     arg1 "
+    "args=2\n"
+    "op            *.__torch_function__             *                                     arg1 "
+    "args=3\n"
+    "op            *.__torch_dispatch__             *                                     arg1 "
+    "args=3\n"
     "redistribute  *redistribute                    *                                     func\n"
     "redistribute  TensorRedistribution.*           *                                     func\n"
     "redistribute  Redistribute.forward             *                                     func\n"
@@ -77,8 +80,9 @@ int ct_profiles_parse_line(const char *line, struct ct_rule *r, char *err, size_
 	}
 	if (n == 5 && (sscanf(opt, "args=%d%n", &args, &used) != 1 || opt[used] || args < 0 ||
 		       args > CT_OPS_MAX_ARGIDX)) {
-		snprintf(err, errlen, "bad option '%s' (args=N: the args tuple's local index, 0-%d)",
-			 opt, CT_OPS_MAX_ARGIDX);
+		snprintf(err, errlen,
+			 "bad option '%s' (args=N: the args tuple's local index, 0-%d)", opt,
+			 CT_OPS_MAX_ARGIDX);
 		return -EINVAL;
 	}
 	ri = lookup(roles, sizeof(roles) / sizeof(roles[0]), role);
