@@ -50,7 +50,9 @@ struct ct_pystate {
 	struct name_slot names[NAME_CACHE];
 	uint64_t stacks, frames, symbolize_errors;
 	struct ct_ops_stats ops;
-	struct ct_opvals_cache *vals; /* --ops: op argument and result types */
+	struct ct_opvals_cache *vals;			/* --ops: op argument and result types */
+	struct ct_pyframe frames_buf[CT_PY_MAX_FRAMES]; /* one stack, symbolized */
+	int frames_rc[CT_PY_MAX_FRAMES];
 };
 
 /* --ops: per process, the calls in flight on each thread as BPF sent them. */
@@ -385,16 +387,16 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 	if (!st || !p->has_python || !n)
 		return -1;
 	st->stacks++;
+	ct_py_symbolize_many(st->sym, p->pid, &p->py.offsets, ev->py.frames, n, st->frames_buf,
+			     st->frames_rc);
 	/* Innermost first from BPF; the tree wants the outermost first. */
 	for (int i = n - 1; i >= 0; i--) {
 		const struct ct_pyframe_raw *raw = &ev->py.frames[i];
+		const struct ct_pyframe f = st->frames_buf[i];
 		const struct ct_rule *r;
-		struct ct_pyframe f;
+		int rc = st->frames_rc[i];
 
 		st->frames++;
-		int rc =
-		    ct_py_symbolize(st->sym, p->pid, &p->py.offsets, raw->code, raw->instr, &f);
-
 		if (rc) {
 			st->symbolize_errors++;
 			ct_debug("commtrace: pid %d: frame %d code 0x%llx: %s\n", p->pid, i,

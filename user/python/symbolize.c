@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "commtrace/pyoffsets.h"
@@ -476,29 +477,47 @@ struct code_hdr {
 	int32_t firstlineno;
 };
 
+static __u16 code_name_off(const struct ct_py_offsets *o)
+{
+	return o->code_qualname != CT_PY_NONE ? o->code_qualname : o->code_name;
+}
+
+/* The bytes of a code object's head that hold the fields of struct code_hdr. */
+static size_t code_hdr_len(const struct ct_py_offsets *o)
+{
+	__u16 offs[] = {o->object_type, code_name_off(o), o->code_filename, o->code_linetable,
+			o->code_firstlineno};
+	size_t end = 0;
+
+	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++)
+		if ((size_t)offs[i] + 8 > end)
+			end = (size_t)offs[i] + 8;
+	return end;
+}
+
+static void parse_code_hdr(const struct ct_py_offsets *o, const unsigned char *buf,
+			   struct code_hdr *h)
+{
+	memcpy(&h->type, buf + o->object_type, 8);
+	memcpy(&h->name_ptr, buf + code_name_off(o), 8);
+	memcpy(&h->file_ptr, buf + o->code_filename, 8);
+	memcpy(&h->lt_ptr, buf + o->code_linetable, 8);
+	memcpy(&h->firstlineno, buf + o->code_firstlineno, 4);
+}
+
 static int read_code_hdr(pid_t pid, const struct ct_py_offsets *o, uint64_t code,
 			 struct code_hdr *h)
 {
 	unsigned char buf[PY_CODE_HDR_MAX];
-	__u16 name = o->code_qualname != CT_PY_NONE ? o->code_qualname : o->code_name;
-	size_t end = 0;
+	size_t end = code_hdr_len(o);
 	int err;
 
-	__u16 offs[] = {o->object_type, name, o->code_filename, o->code_linetable,
-			o->code_firstlineno};
-	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++)
-		if ((size_t)offs[i] + 8 > end)
-			end = (size_t)offs[i] + 8;
 	if (end > sizeof(buf))
 		return -EINVAL;
 	err = ct_py_read_mem(pid, code, buf, end);
 	if (err)
 		return err;
-	memcpy(&h->type, buf + o->object_type, 8);
-	memcpy(&h->name_ptr, buf + name, 8);
-	memcpy(&h->file_ptr, buf + o->code_filename, 8);
-	memcpy(&h->lt_ptr, buf + o->code_linetable, 8);
-	memcpy(&h->firstlineno, buf + o->code_firstlineno, 4);
+	parse_code_hdr(o, buf, h);
 	return 0;
 }
 
@@ -563,25 +582,16 @@ static int64_t lasti_of(const struct ct_py_offsets *o, uint64_t code, uint64_t i
 	return (int64_t)((instr - start) / 2);
 }
 
-int ct_py_symbolize(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
-		    uint64_t code, uint64_t instr, struct ct_pyframe *out)
+/* The rest of ct_py_symbolize(), once the code object's head h is read. */
+static int symbolize_hdr(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
+			 uint64_t code, uint64_t instr, const struct code_hdr *hp,
+			 struct ct_pyframe *out)
 {
-	struct code_hdr h;
+	struct code_hdr h = *hp;
 	struct entry *e;
 	int32_t idx;
 	int err;
 
-	memset(out, 0, sizeof(*out));
-	out->line = -1;
-	if (!code || !pid) {
-		c->st.errors++;
-		return -EINVAL;
-	}
-	err = read_code_hdr(pid, o, code, &h);
-	if (err) {
-		c->st.errors++;
-		return err;
-	}
 	idx = lookup(c, pid, code);
 	if (idx >= 0) {
 		e = &c->e[idx];
@@ -626,4 +636,64 @@ int ct_py_symbolize(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offs
 	if (out->line < 0)
 		c->st.line_unknown++;
 	return 0;
+}
+
+int ct_py_symbolize(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
+		    uint64_t code, uint64_t instr, struct ct_pyframe *out)
+{
+	struct code_hdr h;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	out->line = -1;
+	if (!code || !pid) {
+		c->st.errors++;
+		return -EINVAL;
+	}
+	err = read_code_hdr(pid, o, code, &h);
+	if (err) {
+		c->st.errors++;
+		return err;
+	}
+	return symbolize_hdr(c, pid, o, code, instr, &h, out);
+}
+
+void ct_py_symbolize_many(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
+			  const struct ct_pyframe_raw *raw, int n, struct ct_pyframe *out, int *rc)
+{
+	unsigned char buf[CT_PY_MAX_FRAMES][PY_CODE_HDR_MAX];
+	struct iovec local[CT_PY_MAX_FRAMES], remote[CT_PY_MAX_FRAMES];
+	size_t len = code_hdr_len(o), done = 0;
+	int idx[CT_PY_MAX_FRAMES] = {0}, k = 0;
+	ssize_t got = -1;
+
+	if (n > CT_PY_MAX_FRAMES)
+		n = CT_PY_MAX_FRAMES;
+	/* One process_vm_readv for the heads of every frame's code object. */
+	for (int i = 0; i < n && len <= PY_CODE_HDR_MAX; i++) {
+		if (!raw[i].code)
+			continue;
+		local[k] = (struct iovec){.iov_base = buf[k], .iov_len = len};
+		remote[k] =
+		    (struct iovec){.iov_base = (void *)(uintptr_t)raw[i].code, .iov_len = len};
+		idx[k++] = i;
+	}
+	if (k && pid)
+		got = process_vm_readv(pid, local, (unsigned long)k, remote, (unsigned long)k, 0);
+	if (got > 0)
+		done = (size_t)got / len; /* it stops at the first head it cannot read */
+	for (int i = 0, j = 0; i < n; i++) {
+		struct code_hdr h;
+
+		if (j < k && idx[j] == i && (size_t)j < done) {
+			memset(&out[i], 0, sizeof(out[i]));
+			out[i].line = -1;
+			parse_code_hdr(o, buf[j++], &h);
+			rc[i] = symbolize_hdr(c, pid, o, raw[i].code, raw[i].instr, &h, &out[i]);
+			continue;
+		}
+		if (j < k && idx[j] == i)
+			j++;
+		rc[i] = ct_py_symbolize(c, pid, o, raw[i].code, raw[i].instr, &out[i]);
+	}
 }

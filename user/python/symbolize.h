@@ -53,6 +53,13 @@ int ct_py_symbolize(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offs
 		    uint64_t code, uint64_t instr, struct ct_pyframe *out);
 
 /*
+ * ct_py_symbolize() for the n frames of one stack (raw, as BPF sent them), the heads of
+ * their code objects read with one process_vm_readv: out[i] and rc[i] per frame.
+ */
+void ct_py_symbolize_many(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
+			  const struct ct_pyframe_raw *raw, int n, struct ct_pyframe *out, int *rc);
+
+/*
  * A NUL-terminated C string at addr (a tp_name, a PyMethodDef.ml_name), truncated to len - 1
  * bytes; reads never cross into a page past the terminator.
  */
