@@ -13,7 +13,11 @@ endif
 ARCH     := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 CLANG    ?= clang
 BPFTOOL  ?= $(shell command -v bpftool || echo /usr/sbin/bpftool)
-CC       ?= gcc
+# make predefines CC (cc), so `CC ?= gcc` would never apply: replace only make's default,
+# not a CC given on the command line or in the environment.
+ifeq ($(origin CC),default)
+CC       := gcc
+endif
 MPICC    ?= mpicc
 NVCC     ?= $(shell command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
@@ -27,7 +31,8 @@ LDLIBS   += -lbpf -lelf -lz -lcjson -lmicrohttpd -lstdc++ -lpthread -lm
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux/$(ARCH) -Iinclude \
 	      -I/usr/include/$(shell uname -m)-linux-gnu -Wall -Wno-unused-function
 # Explicit list: a pattern rule's $(wildcard) expands to nothing, and a header edit must rebuild.
-BPF_HDRS := $(wildcard bpf/*.bpf.h) $(wildcard include/commtrace/*.h)
+BPF_HDRS := $(wildcard bpf/*.bpf.h) $(wildcard include/commtrace/*.h) \
+	    $(wildcard vmlinux/$(ARCH)/vmlinux.h)
 
 BPF_SRCS  := $(wildcard bpf/*.bpf.c)
 BPF_OBJS  := $(patsubst bpf/%.bpf.c,$(OUTPUT)/%.bpf.o,$(BPF_SRCS))

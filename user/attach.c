@@ -61,25 +61,6 @@ const char *ct_bpf_unavailable_reason(void)
 	return NULL;
 }
 
-static void fill_spec(struct ct_probe_spec *spec, uint32_t id)
-{
-	const struct ct_libdesc *lib;
-	const struct ct_func *fn = ct_catalog_func(id, &lib);
-
-	memset(spec, 0, sizeof(*spec));
-	if (!fn)
-		return;
-	spec->lib = lib->lib;
-	spec->kind = fn->kind;
-	spec->flags = fn->flags;
-	spec->func_id = id;
-	memcpy(spec->val, fn->val, sizeof(spec->val));
-	for (int phase = 0; phase < 3; phase++)
-		for (int i = 0; i < CT_NVAL; i++)
-			if (fn->val[i].op != CT_LOC_NONE && ct_loc_phase(fn->val[i].op) == phase)
-				spec->order[spec->n_order++] = (__u8)i;
-}
-
 int ct_bpf_open_load(struct ct_session *s)
 {
 	struct commtrace *skel;
@@ -122,7 +103,7 @@ int ct_bpf_open_load(struct ct_session *s)
 	for (uint32_t id = 0; id < n; id++) {
 		struct ct_probe_spec spec;
 
-		fill_spec(&spec, id);
+		ct_catalog_spec(id, &spec);
 		if (bpf_map_update_elem(fd, &id, &spec, BPF_ANY)) {
 			err = -errno;
 			fprintf(stderr, "commtrace: writing probe spec %u: %s\n", id,

@@ -59,7 +59,7 @@ static const char usage_text[] =
     "      --record FILE        also write every record to FILE, for `commtrace-bpf replay\n"
     "                           FILE [--json F] [--chrome F] [--table F]` (docs/record.md)\n"
     "      --check              say whether BPF uprobes can be used here, and exit\n"
-    "  -q, --quiet              no summary on stderr\n"
+    "  -q, --quiet              no summary on stderr (lost records are still said)\n"
     "  -v, --verbose            more detail (-vv: libbpf debug and every event)\n"
     "  -V, --version            print the version\n"
     "  -h, --help               this help\n"

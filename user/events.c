@@ -57,6 +57,46 @@ const char *ct_dtype_name(const struct ct_proc *p, const struct ct_libdesc *d, u
 	return "derived"; /* a user-defined datatype: its size is still exact */
 }
 
+const char *ct_op_name(const struct ct_proc *p, const struct ct_libdesc *d, uint64_t raw)
+{
+	size_t nd = d->n_dtype_objects, no = d->n_op_objects;
+	const struct ct_named_value *v;
+	const struct ct_libinst *li;
+
+	if (d->n_ops) {
+		v = ct_named_find(d->ops, d->n_ops, raw);
+		return v ? v->name : NULL;
+	}
+	if (!no || !raw)
+		return NULL;
+	li = proc_lib(p, d);
+	if (!li)
+		return NULL;
+	/* [library dtypes][library ops][executable dtypes][executable ops] (targets.c) */
+	for (size_t i = 0; i < no; i++)
+		if (li->op_addr[i] == raw || li->dtype_addr[nd + no + nd + i] == raw)
+			return d->op_objects[i].name;
+	return "user"; /* an MPI_Op_create op */
+}
+
+/*
+ * A process whose environment names no rank takes its rank (and world size) in the
+ * largest communicator seen: the world, once it has been used.
+ */
+static void comm_rank(struct ct_proc *p, const struct ct_func *fn, const __u64 *val)
+{
+	int32_t size = (int32_t)val[CT_V_COMM_SIZE], rank = (int32_t)val[CT_V_COMM_RANK];
+
+	if ((p->rank >= 0 && !p->comm_world) || !ct_func_reads(fn, CT_V_COMM_SIZE) ||
+	    !ct_func_reads(fn, CT_V_COMM_RANK))
+		return;
+	if (size <= p->comm_world || size > CT_MAX_COMM_SIZE || rank < 0 || rank >= size)
+		return;
+	p->rank = rank;
+	p->world = size;
+	p->comm_world = size;
+}
+
 static struct ct_fstats *fstats(struct ct_proc *p, uint32_t id)
 {
 	if (!p->stats[id])
@@ -116,12 +156,13 @@ static void on_call(struct ct_session *s, const struct ct_call_event *ev)
 	const struct ct_func *fn = ct_catalog_func(ev->hdr.probe_id, &d);
 	struct ct_proc *p = ct_proc_find(s, ev->hdr.pid);
 	uint64_t sent, recv;
-	const char *dtype = NULL;
+	const char *dtype = NULL, *op = NULL;
 	const struct ct_node *diag_node = NULL;
 	struct ct_fstats *st;
 
 	if (!fn || !p)
 		return;
+	comm_rank(p, fn, ev->val);
 	st = fstats(p, ev->hdr.probe_id);
 	if (!st) {
 		s->dropped_user++;
@@ -141,6 +182,10 @@ static void on_call(struct ct_session *s, const struct ct_call_event *ev)
 		dtype = ct_dtype_name(
 		    p, d, ev->val[CT_V_DTYPE] ? ev->val[CT_V_DTYPE] : ev->val[CT_V_RDTYPE]);
 		ct_fstats_dtype(st, dtype);
+	}
+	if (ct_func_reads(fn, CT_V_OP)) {
+		op = ct_op_name(p, d, ev->val[CT_V_OP]);
+		ct_fstats_op(st, op);
 	}
 	if (ev->hdr.depth == 0 && ev->py.nframes) {
 		int32_t node = ct_py_on_call(s, p, ev, fn, dtype, sent > recv ? sent : recv);
@@ -165,17 +210,25 @@ static void on_call(struct ct_session *s, const struct ct_call_event *ev)
 		diag_call(s, p, ev, fn, d, sent > recv ? sent : recv, dtype, diag_node);
 	if (s->chrome) /* --chrome: after the tree, whose node the slice names */
 		ct_chrome_call(s, p, ev, fn, d, sent, recv, dtype);
-	if (ct_verbose >= 2)
+	if (ct_verbose >= 2) {
+		/* op and root/peer: only where the function takes one */
+		const char *role = ct_peer_role(fn);
+
 		fprintf(stderr,
 			"call pid=%u tid=%u %s count=%llu dtype=%llx comm=%llx size=%llu "
-			"rank=%llu peer=%lld depth=%u pyframes=%u pyflags=%x\n",
+			"rank=%llu",
 			ev->hdr.pid, ev->hdr.tid, fn->name, (unsigned long long)ev->val[CT_V_COUNT],
 			(unsigned long long)ev->val[CT_V_DTYPE],
 			(unsigned long long)ev->val[CT_V_COMM],
 			(unsigned long long)ev->val[CT_V_COMM_SIZE],
-			(unsigned long long)ev->val[CT_V_COMM_RANK],
-			(long long)(int32_t)ev->val[CT_V_PEER], ev->hdr.depth, ev->py.nframes,
+			(unsigned long long)ev->val[CT_V_COMM_RANK]);
+		if (ct_func_reads(fn, CT_V_OP))
+			fprintf(stderr, " op=%s", op ? op : "?");
+		if (role)
+			fprintf(stderr, " %s=%d", role, (int32_t)ev->val[CT_V_PEER]);
+		fprintf(stderr, " depth=%u pyframes=%u pyflags=%x\n", ev->hdr.depth, ev->py.nframes,
 			ev->py.flags);
+	}
 }
 
 static void on_ret(struct ct_session *s, const struct ct_ret_event *ev)
@@ -229,7 +282,7 @@ static void on_proc(struct ct_session *s, const struct ct_proc_event *ev)
 		/* The old image is gone, and with it what was attached to it. */
 		ct_proc_detach(s, p);
 		memcpy(p->comm, ev->comm, sizeof(p->comm) - 1);
-		p->rank = ct_proc_rank(p->pid, &p->world);
+		ct_proc_env_rank(p);
 		ct_info("commtrace: pid %u exec'ed %s (rank %d)\n", p->pid, p->comm, p->rank);
 		/*
 		 * glibc does not call _dl_debug_state for the libraries loaded at

@@ -27,6 +27,8 @@
 #include "target/proc.h"
 
 static volatile sig_atomic_t stop_signal;
+/* Tracing began (the `attached:` line): only then is there a report to give. */
+static bool tracing_started;
 
 static void on_signal(int sig)
 {
@@ -243,6 +245,43 @@ static void check_liveness(struct ct_session *s)
 	}
 }
 
+/*
+ * Without -i or --metrics, nothing would say while tracing that records are being lost:
+ * one line at the first drop, then at most one every CT_DROP_NOTICE_NS while it goes on.
+ * final: tracing has ended; with the summary on stderr (no -q), it says the rest.
+ */
+#define CT_DROP_NOTICE_NS 5000000000ULL
+
+static void drop_notice(struct ct_session *s, uint64_t now, bool final)
+{
+	static uint64_t reported, last_ns;
+	const struct ct_opts *o = s->opts;
+	uint64_t n, ring;
+
+	if (o->interval > 0 || o->metrics_addr)
+		return;
+	if (!final && last_ns && now - last_ns < CT_DROP_NOTICE_NS)
+		return;
+	ct_bpf_read_drops(s);
+	n = ct_session_drops(s);
+	if (n <= reported || (final && !o->quiet))
+		return;
+	ring = s->drops[CT_DROP_RINGBUF] + s->drops[CT_DROP_RINGBUF_RET] +
+	       s->drops[CT_DROP_RINGBUF_PROC] + s->drops[CT_DROP_OPS];
+	if (ring)
+		fprintf(stderr,
+			"commtrace-bpf: dropped %llu events so far (ring buffer full); see "
+			"--ringbuf (now %u MiB)\n",
+			(unsigned long long)n, o->ringbuf_mb);
+	else
+		fprintf(stderr,
+			"commtrace-bpf: dropped %llu events so far (thread table full or out of "
+			"memory)\n",
+			(unsigned long long)n);
+	reported = n;
+	last_ns = now;
+}
+
 static int trace(struct ct_session *s)
 {
 	struct ct_opts *o = s->opts;
@@ -251,7 +290,7 @@ static int trace(struct ct_session *s)
 	char libs[256];
 	int gate = -1, err, rc = CT_EXIT_OK, nprobes;
 	bool more = false; /* the last read stopped at a full batch: records are waiting */
-	uint64_t last_diag = 0;
+	uint64_t last_diag = 0, last_drops = 0;
 
 	for (int i = 0; i < o->n_pids; i++) {
 		if (!ct_proc_alive(o->pids[i])) {
@@ -333,6 +372,7 @@ static int trace(struct ct_session *s)
 	else
 		fprintf(stderr, "attached: %d probes on %d process%s (libraries: %s)\n", nprobes,
 			s->n_procs, s->n_procs == 1 ? "" : "es", libs);
+	tracing_started = true;
 	if (gate >= 0) {
 		if (write(gate, "g", 1) != 1)
 			fprintf(stderr, "commtrace-bpf: the launched command did not start\n");
@@ -375,6 +415,10 @@ static int trace(struct ct_session *s)
 			last_diag = now; /* hang alerts (README "Diagnosis") */
 			ct_diag_check(s->diag, now);
 		}
+		if (now - last_drops >= 1000000000ULL) {
+			last_drops = now;
+			drop_notice(s, now, false);
+		}
 		if (next_live && now >= next_live) {
 			ct_bpf_read_drops(s);
 			ct_export_summary(s, stderr, false);
@@ -396,6 +440,7 @@ static int trace(struct ct_session *s)
 	while (ring_buffer__consume(s->rb) == CT_EVENTS_YIELD)
 		;
 	s->end_ns = now_ns(CLOCK_MONOTONIC);
+	drop_notice(s, s->end_ns, true);
 	ct_bpf_read_drops(s);
 	ct_metrics_tick(s, consumed, true); /* the final numbers, until the endpoint stops */
 	if (stop_signal)
@@ -535,7 +580,8 @@ int main(int argc, char **argv)
 			rc = CT_EXIT_FAIL;
 		}
 	}
-	if (s.skel && (rc == CT_EXIT_OK || s.n_procs)) {
+	/* A run that attached nothing (no such process, no library, no BPF) says only why. */
+	if (s.skel && tracing_started) {
 		if (!o.quiet)
 			ct_export_summary(&s, stderr, true);
 		if (!o.quiet && s.diag)

@@ -91,6 +91,13 @@ struct ct_thread_name {
 struct ct_proc {
 	pid_t pid;
 	int rank, world;
+	/*
+	 * Where rank and world come from: the environment variable (rank_var, "RANK"), or,
+	 * when the environment names none, the largest communicator seen (comm_world: its
+	 * size; 0 while the rank is not from a communicator). -1 both: unknown.
+	 */
+	const char *rank_var;
+	int comm_world;
 	bool exited;
 	bool attached; /* its libraries were scanned at least once */
 	int exit_code;
@@ -175,6 +182,8 @@ void ct_proc_detach(struct ct_session *s, struct ct_proc *p);
 int ct_prescan_system_libs(struct ct_session *s);
 struct ct_file *ct_file_get(struct ct_session *s, const char *path, const struct ct_libdesc *d,
 			    char *err, size_t errlen);
+/* Rank and world size from the environment (RANK, OMPI_COMM_WORLD_RANK, …), or -1. */
+void ct_proc_env_rank(struct ct_proc *p);
 const char *ct_proc_thread_name(struct ct_proc *p, pid_t tid);
 void ct_proc_set_thread_name(struct ct_proc *p, pid_t tid, const char *name);
 int ct_session_live_procs(struct ct_session *s);
@@ -207,6 +216,13 @@ const char *ct_bpf_unavailable_reason(void);
 int ct_events_handle(void *ctx, void *data, size_t len);
 /* Name of a raw dtype value (enum or handle) of a library in a process, or NULL. */
 const char *ct_dtype_name(const struct ct_proc *p, const struct ct_libdesc *d, uint64_t raw);
+/*
+ * Name of a raw reduce-op value (enum or handle): "sum", "prod", "max", "min", "avg", …;
+ * "user" for an MPI handle that is no predefined op; NULL when unknown.
+ */
+const char *ct_op_name(const struct ct_proc *p, const struct ct_libdesc *d, uint64_t raw);
+/* Communicators larger than this are taken for garbage, not for the world (rank fallback). */
+#define CT_MAX_COMM_SIZE (1 << 24)
 
 /* log */
 extern int ct_verbose;

@@ -68,14 +68,25 @@ uint64_t ct_hist_quantile(const struct ct_hist *h, double q)
 	return h->max;
 }
 
+/* The one name seen (unknown ones, NULL, aside), or mixed once two differ. */
+static void one_name(const char **one, bool *mixed, const char *name)
+{
+	if (!name || *mixed)
+		return;
+	if (!*one)
+		*one = name;
+	else if (*one != name && strcmp(*one, name) != 0)
+		*mixed = true;
+}
+
 void ct_fstats_dtype(struct ct_fstats *f, const char *name)
 {
-	if (!name || f->dtype_mixed)
-		return;
-	if (!f->dtype)
-		f->dtype = name;
-	else if (f->dtype != name && strcmp(f->dtype, name) != 0)
-		f->dtype_mixed = true;
+	one_name(&f->dtype, &f->dtype_mixed, name);
+}
+
+void ct_fstats_op(struct ct_fstats *f, const char *name)
+{
+	one_name(&f->op, &f->op_mixed, name);
 }
 
 const uint64_t ct_dur_bounds_ns[CT_DUR_BUCKETS] = {

@@ -40,10 +40,13 @@ struct ct_fstats {
 	uint64_t bytes_sent, bytes_recv;
 	const char *dtype; /* name of the one dtype seen, NULL if none known */
 	bool dtype_mixed;
+	const char *op; /* name of the one reduce op seen, NULL if none known */
+	bool op_mixed;
 	struct ct_hist lat;
 	uint64_t dur[CT_DUR_BUCKETS + 1]; /* completed calls per fixed bucket (not cumulative) */
 };
 
 void ct_fstats_dtype(struct ct_fstats *f, const char *name);
+void ct_fstats_op(struct ct_fstats *f, const char *name);
 
 #endif

@@ -48,11 +48,17 @@ struct ct_proc *ct_proc_add(struct ct_session *s, pid_t pid)
 	}
 	p->pid = pid;
 	ct_tree_init(&p->tree);
-	p->rank = ct_proc_rank(pid, &p->world);
+	ct_proc_env_rank(p);
 	if (!ct_proc_comm(pid, pid, p->comm, sizeof(p->comm)))
 		ct_str_sanitize(p->comm);
 	s->procs[s->n_procs++] = p;
 	return p;
+}
+
+void ct_proc_env_rank(struct ct_proc *p)
+{
+	p->rank = ct_proc_rank_env(p->pid, &p->world, &p->rank_var);
+	p->comm_world = 0;
 }
 
 const char *ct_proc_thread_name(struct ct_proc *p, pid_t tid)
@@ -350,7 +356,7 @@ int ct_proc_scan(struct ct_session *s, struct ct_proc *p)
 		return rc;
 	}
 	if (p->rank < 0)
-		p->rank = ct_proc_rank(p->pid, &p->world);
+		ct_proc_env_rank(p);
 	p->attached = true;
 	for (int i = 0; i < sc.n; i++) {
 		const struct ct_map *m = &sc.maps[i];

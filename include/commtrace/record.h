@@ -48,8 +48,14 @@ struct ct_rec_frame {
 	__u32 len;  /* bytes that follow */
 };
 
+/* Where a process' rank came from (ct_rec_proc.rank_source). */
+#define CT_REC_RANK_UNKNOWN 0 /* no rank, or a recording made before this was kept */
+#define CT_REC_RANK_COMM    1 /* the largest communicator used (no rank in the environment) */
+#define CT_REC_RANK_ENV	    2 /* + i: the environment's i-th rank variable (RANK, …) */
+
 struct ct_rec_proc {
-	__s32 pid, rank, world, exited, exit_code, pad;
+	__s32 pid, rank, world, exited, exit_code;
+	__s32 rank_source; /* CT_REC_RANK_* */
 	char comm[16];
 };
 

@@ -425,6 +425,9 @@ def assert_matches_ledger(proc, ledger, extras=None, check_dtype=True, bytes_if_
             ok = DTYPE_ALIASES.get(want["dtype"], {want["dtype"]})
             if c.get("dtype") not in ok:
                 problems.append(f"{fn}: dtype {c.get('dtype')!r}, expected {want['dtype']!r}")
+        # The reduce op, where the ledger names one: the one op of every call, or "mixed".
+        if "op" in want and c.get("op", "absent") != want["op"]:
+            problems.append(f"{fn}: op {c.get('op', 'absent')!r}, expected {want['op']!r}")
     if strict_libraries is None:
         strict_libraries = {w["library"] for w in ledger["functions"].values()}
     strict = set(strict_libraries)

@@ -14,6 +14,10 @@ recvcounts[rank]; Reduce_scatter_block sent = recvcount x size, recv = recvcount
 Send/Isend sent = count; Recv/Irecv recv = count passed (capacity); Barrier/Wait 0.
 HCCL likewise. Gloo: elements x elementSize as Gloo sees them.
 
+The MPI and HCCL ledgers also name the reduce op per function ("sum", or "mixed"), which
+the JSON's `op` must match, and list per call the op and the root or peer passed
+("args"), which the Chrome trace's slices must carry, call by call.
+
 Gloo's threads, measured with bpftrace 0.17 on Debian's torch 1.13 / libgloo
 0.0~git20220518 (2 ranks, 5 iterations of gloo_collectives.py, probes on
 gloo::allreduce/broadcast/allgather in /lib/libgloo.so.0 and on
@@ -69,6 +73,31 @@ def mpi_log(tmp_path):
     return p.read_text()[-2000:] if p.exists() else ""
 
 
+PER_CALL_ARGS = ("op", "root", "peer")
+
+
+def check_call_args(chrome_path, pid, ledger, optional=()):
+    """Every traced call of pid in the Chrome trace, in order, carries the op and the root
+    or peer its program passed (the ledger's "args"), and calls without one carry none."""
+    with open(chrome_path) as f:
+        events = json.load(f)["traceEvents"]
+    got = {}
+    for e in sorted((e for e in events if e.get("ph") == "X" and e.get("cat") == "comm"
+                     and e.get("pid") == pid), key=lambda e: e["ts"]):
+        got.setdefault(e["name"], []).append(
+            {k: e["args"][k] for k in PER_CALL_ARGS if k in e["args"]})
+    problems = []
+    for fn, want in ledger["functions"].items():
+        if fn not in got and fn in optional:
+            continue
+        expect = want.get("args", [{}] * want["calls"])
+        assert len(expect) == want["calls"], f"{fn}: ledger args {len(expect)} != calls"
+        if got.get(fn, []) != expect:
+            problems.append(f"{fn}: slices carry {got.get(fn, [])}, the program passed {expect}")
+    assert not problems, f"pid {pid} (rank {ledger['rank']}):\n  " + "\n  ".join(problems)
+    return got
+
+
 def attach_stderr_ok(tr):
     lines = [l for l in tr.stderr_lines() if l.startswith("attached:")]
     assert len(lines) == 1, f"expected one 'attached:' line, got {lines}"
@@ -100,12 +129,13 @@ def wait_progress(paths, iterations, timeout=60, procs=()):
 
 def test_mpi_attach_after_start(bpf, progs, mpi_available, reaper, start_tracer, tmp_path):
     wait, expect, out = tmp_path / "go", tmp_path / "expect", tmp_path / "trace.json"
+    chrome = tmp_path / "trace.chrome.json"
     mpi = start_mpi(reaper, tmp_path, "--iters", 2, "--wait-file", wait, "--expect", expect)
     pid_files = [f"{wait}.pid.{r}" for r in (0, 1)]
     wait_files(pid_files, procs=[mpi])
     pids = [read_pid(f) for f in pid_files]
 
-    tr = start_tracer(["-p", f"{pids[0]},{pids[1]}", "--json", out])
+    tr = start_tracer(["-p", f"{pids[0]},{pids[1]}", "--json", out, "--chrome", chrome])
     tr.wait_attached()
     touch(wait)
     assert wait_proc(mpi, 120, "mpirun") == 0, mpi_log(tmp_path)
@@ -118,7 +148,24 @@ def test_mpi_attach_after_start(bpf, progs, mpi_available, reaper, start_tracer,
     for r, pid in enumerate(pids):
         ledger = load_ledger(f"{expect}.{r}")
         assert ledger["pid"] == pid and ledger["iterations"] == 2
-        assert_matches_ledger(process_by_pid(js, pid), ledger, extras=MPI_SETUP_ATTACH)
+        proc = process_by_pid(js, pid)
+        assert_matches_ledger(proc, ledger, extras=MPI_SETUP_ATTACH)
+        assert proc["rank_source"] == "env:OMPI_COMM_WORLD_RANK"
+        # The reduce ops, spelled out (the ledger says the same): SUM and MAX, SUM only.
+        got = {c["function"]: c for c in proc["collectives"]}
+        assert got["MPI_Allreduce"]["op"] == "mixed"
+        for fn in ("MPI_Reduce", "MPI_Reduce_scatter", "MPI_Reduce_scatter_block",
+                   "MPI_Iallreduce"):
+            assert got[fn]["op"] == "sum", (fn, got[fn])
+        assert "op" not in got["MPI_Bcast"] and "op" not in got["MPI_Allgather"]
+        # Per call, in the Chrome trace: op, root, peer, exactly as passed.
+        calls = check_call_args(chrome, pid, ledger)
+        assert calls["MPI_Allreduce"] == [{"op": "sum"}] * 3 + [{"op": "max"}] * 2 + \
+            [{"op": "sum"}] * 3 + [{"op": "max"}] * 2
+        assert calls["MPI_Reduce"] == [{"op": "sum", "root": 0}, {"op": "sum", "root": 1}] * 2
+        assert calls["MPI_Bcast"] == [{"root": 0}, {"root": 1}] * 2
+        assert calls["MPI_Send"] == [{"peer": 1 - r}] * 2
+        assert calls["MPI_Irecv"] == [{"peer": 1 - r}] * 4
 
 
 def test_mpi_launch_mode(bpf, progs, mpi_available, start_tracer, tmp_path):
@@ -229,13 +276,16 @@ def test_gloo_launch_mode(bpf, progs, torch_available, start_tracer, tmp_path):
 SETTLE_MS = 1000
 
 
-def check_hccl(js, expect, pid=None):
+def check_hccl(js, expect, pid=None, rank_source="env:RANK", chrome=None):
     ledger = load_ledger(f"{expect}.1")
     if pid is not None:
         assert ledger["pid"] == pid
     assert ledger["functions"]["HcclAllGather"]["bytes_received"] == 3 * 256 * 4 * 2
     proc = process_by_pid(js, ledger["pid"])
     assert_matches_ledger(proc, ledger, optional=HCCL_OPTIONAL)
+    assert proc["rank_source"] == rank_source
+    # RANK without WORLD_SIZE: no world size; from the communicator: its size
+    assert proc["world_size"] == (4 if rank_source == "communicator" else None)
     # Spot checks of the decoders, spelled out (the ledger says the same).
     got = {c["function"]: c for c in proc["collectives"]}
     assert got["HcclAllReduce"]["dtype"] == "mixed"
@@ -246,17 +296,49 @@ def check_hccl(js, expect, pid=None):
     assert got["HcclAlltoAllV"]["bytes_received"] == 3 * 4 * 3 * 8
     assert got["HcclReduce"]["bytes_received"] == 3 * 50 * 4  # root in one call of two
     assert all(c["library"] == "hccl" for c in proc["collectives"])
+    assert got["HcclAllReduce"]["op"] == "mixed"  # sum, max, sum
+    assert got["HcclReduce"]["op"] == "mixed"  # sum, min
+    assert got["HcclReduceScatter"]["op"] == "sum"
+    assert "op" not in got["HcclBroadcast"] and "op" not in got["HcclAllGather"]
+    if chrome is not None:
+        calls = check_call_args(chrome, ledger["pid"], ledger, optional=HCCL_OPTIONAL)
+        assert calls["HcclAllReduce"] == [{"op": "sum"}, {"op": "max"}, {"op": "sum"}] * 3
+        assert calls["HcclReduce"] == [{"op": "sum", "root": 1}, {"op": "min", "root": 2}] * 3
+        assert calls["HcclBroadcast"] == [{"root": 0}] * 3
+        assert calls["HcclSend"] == [{"peer": 2}] * 3
+        assert calls["HcclRecv"] == [{"peer": 0}] * 3
+        assert calls["HcclBarrier"] == [{}] * 3
 
 
 def test_hccl_dlopen_launch_mode(bpf, progs, start_tracer, tmp_path):
     expect, out = tmp_path / "expect", tmp_path / "trace.json"
+    chrome = tmp_path / "trace.chrome.json"
     env = dict(os.environ, RANK="1")
+    tr = start_tracer(["--json", out, "--chrome", chrome, "--", HCCL_DRIVER, HCCL_LIB,
+                       "--rank", 1, "--nranks", 4, "--iters", 3, "--settle-ms", SETTLE_MS,
+                       "--expect", expect], cwd=tmp_path, env=env)
+    assert tr.wait(120) == 0, tr.describe()
+    js = load_trace_json(out)
+    check_hccl(js, expect, chrome=chrome)
+
+
+RANK_VARS = ("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK",
+             "PMI_SIZE", "PMIX_RANK", "PMIX_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
+             "SLURM_NPROCS", "MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE")
+
+
+def test_hccl_rank_from_communicator(bpf, progs, start_tracer, tmp_path):
+    """No rank in the environment: the rank (1) and size (4) of the largest communicator."""
+    expect, out = tmp_path / "expect", tmp_path / "trace.json"
+    env = {k: v for k, v in os.environ.items() if k not in RANK_VARS}
     tr = start_tracer(["--json", out, "--", HCCL_DRIVER, HCCL_LIB, "--rank", 1, "--nranks", 4,
                        "--iters", 3, "--settle-ms", SETTLE_MS, "--expect", expect],
                       cwd=tmp_path, env=env)
     assert tr.wait(120) == 0, tr.describe()
     js = load_trace_json(out)
-    check_hccl(js, expect)
+    [proc] = js["processes"]
+    assert (proc["rank"], proc["world_size"], proc["rank_source"]) == (1, 4, "communicator")
+    check_hccl(js, expect, rank_source="communicator")
 
 
 def test_hccl_dlopen_attach_wait_libs(bpf, progs, reaper, start_tracer, tmp_path):
@@ -270,7 +352,8 @@ def test_hccl_dlopen_attach_wait_libs(bpf, progs, reaper, start_tracer, tmp_path
     with open(f"/proc/{pid}/maps") as f:
         assert "libhccl" not in f.read(), "the driver must not map HCCL before the wait"
 
-    tr = start_tracer(["-p", pid, "--wait-libs", "--json", out])
+    # -vv: every call on stderr, with its op and root or peer where it takes one.
+    tr = start_tracer(["-p", pid, "--wait-libs", "--json", out, "-vv"])
     tr.wait_attached()
     touch(wait)
     assert wait_proc(drv, 60, "hccl_driver") == 0
@@ -278,6 +361,15 @@ def test_hccl_dlopen_attach_wait_libs(bpf, progs, reaper, start_tracer, tmp_path
     js = load_trace_json(out)
     assert [p["pid"] for p in js["processes"]] == [pid]
     check_hccl(js, expect, pid)
+    calls = {}
+    for line in tr.stderr_lines():
+        m = re.match(rf"^call pid={pid} tid=\d+ (\w+) .* rank=(\d+)(.*) depth=", line)
+        if m:
+            calls.setdefault(m.group(1), []).append(m.group(3).strip())
+    assert calls["HcclReduce"] == ["op=sum root=1", "op=min root=2"] * 3, calls
+    assert calls["HcclAllReduce"] == ["op=sum", "op=max", "op=sum"] * 3, calls
+    assert calls["HcclSend"] == ["peer=2"] * 3 and calls["HcclRecv"] == ["peer=0"] * 3, calls
+    assert calls["HcclAllGather"] == [""] * 3, calls
 
 
 # ---------------------------------------------------------------------------------------
@@ -345,15 +437,21 @@ def test_sigint_writes_json(bpf, progs, mpi_available, reaper, start_tracer, tmp
 
 
 # ---------------------------------------------------------------------------------------
-# 8: bad inputs fail with a precise message
+# 8: bad inputs fail with a precise message and their documented exit code (user/cli.h,
+# README "Exit status"): 2 bad usage, 4 no such process, 5 no known library.
+
+EXIT_USAGE, EXIT_NOPROC, EXIT_NOLIB = 2, 4, 5
 
 
-def check_failure(args, *needles):
+def check_failure(args, code, *needles):
     r = run_tracer(args, timeout=30)
-    assert r.returncode > 0, f"{args}: exit code {r.returncode}, stderr: {r.stderr!r}"
+    assert r.returncode == code, (
+        f"{args}: exit code {r.returncode}, expected {code}; stderr: {r.stderr!r}")
     for n in needles:
         assert re.search(n, r.stderr), f"{args}: stderr lacks /{n}/: {r.stderr!r}"
     assert not any(l.startswith("attached:") for l in r.stderr.splitlines())
+    # Nothing was attached: the error alone, no summary, no diagnosis.
+    assert not re.search(r"^commtrace: (final|diagnosis)", r.stderr, re.M), r.stderr
     return r
 
 
@@ -361,35 +459,46 @@ def test_bad_pid_missing(tracer_path):
     pid = 999999
     while os.path.exists(f"/proc/{pid}"):
         pid += 1
-    check_failure(["-p", pid], str(pid))
+    r = check_failure(["-p", pid], EXIT_NOPROC, str(pid))
+    assert r.stderr.strip() == f"commtrace-bpf: no such process: {pid}", r.stderr
 
 
-def test_bad_pid_no_library(tracer_path, reaper):
+def test_bad_pid_no_library(bpf, tracer_path, reaper, tmp_path):
     p = reaper.popen(["sleep", "60"])
     wait_files([f"/proc/{p.pid}/maps"])
     time.sleep(0.2)  # past exec: the maps are sleep's own
-    check_failure(["-p", p.pid], str(p.pid), "libmpi", "libnccl")
+    out = tmp_path / "trace.json"
+    r = check_failure(["-p", p.pid, "--json", out], EXIT_NOLIB, str(p.pid), "libmpi",
+                      "libnccl")
+    # One line: the error, naming the libraries looked for and --wait-libs.
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--wait-libs" in lines[0], r.stderr
+    assert not out.exists(), "a run that attached nothing wrote a report"
 
 
 def test_bad_pid_not_a_number(tracer_path):
-    check_failure(["-p", "abc"], "abc")
-    check_failure(["-p", "12x"], "12x")
+    check_failure(["-p", "abc"], EXIT_USAGE, "abc")
+    check_failure(["-p", "12x"], EXIT_USAGE, "12x")
 
 
 def test_bad_option(tracer_path):
-    check_failure(["--bogus"], "--bogus")
+    check_failure(["--bogus"], EXIT_USAGE, "--bogus")
 
 
 def test_bad_duration(tracer_path):
-    check_failure(["-d", "-1", "--", "/bin/true"], "-1", r"-d|duration")
+    check_failure(["-d", "-1", "--", "/bin/true"], EXIT_USAGE, "-1", r"-d|duration")
 
 
 # ---------------------------------------------------------------------------------------
 # 9: NCCL resolution, dry run
 
+# Every function of the NCCL catalog (user/catalog/nccl.c): the installed libnccl.so.2
+# (2.2x) has all 18, each probed exactly once, at its pncclX alias's address.
 NCCL_FUNCTIONS = ("ncclAllReduce", "ncclBroadcast", "ncclReduce", "ncclAllGather",
-                  "ncclReduceScatter", "ncclSend", "ncclRecv", "ncclGroupStart",
-                  "ncclGroupEnd", "ncclCommInitRank", "ncclCommDestroy")
+                  "ncclReduceScatter", "ncclAlltoAll", "ncclGather", "ncclScatter", "ncclSend",
+                  "ncclRecv", "ncclGroupStart", "ncclGroupEnd", "ncclCommInitRank",
+                  "ncclCommInitRankConfig", "ncclCommInitAll", "ncclCommSplit",
+                  "ncclCommDestroy", "ncclCommAbort")
 PROBE_RE = re.compile(r"^probe lib=(\S+) function=(\S+) symbol=(\S+) addr=0x([0-9a-fA-F]+) "
                       r"offset=0x([0-9a-fA-F]+) aliases=(\d+) file=(.+)$")
 
@@ -421,6 +530,9 @@ def check_nccl_dry_run(stdout_lines):
     by_fn = {}
     for m in probes:
         by_fn.setdefault(m.group(2), []).append(m)
+    assert sorted(by_fn) == sorted(NCCL_FUNCTIONS), (
+        f"probed {sorted(by_fn)}, expected the {len(NCCL_FUNCTIONS)} of the catalog")
+    assert len(probes) == len(NCCL_FUNCTIONS) == 18
     for fn in NCCL_FUNCTIONS:
         ms = by_fn.get(fn, [])
         assert len(ms) == 1, f"{fn}: {len(ms)} probe lines, expected exactly 1"
@@ -435,7 +547,13 @@ def check_nccl_dry_run(stdout_lines):
         assert os.path.realpath(file) == os.path.realpath(NCCL_LIB), file
 
 
-def test_nccl_dry_run_pid(tracer_path, progs, reaper):
+@pytest.fixture
+def nccl_available():
+    if not os.path.exists(NCCL_LIB):
+        pytest.skip(f"SKIPPED LOUDLY: {NCCL_LIB} (NCCL) is not installed: nothing to resolve")
+
+
+def test_nccl_dry_run_pid(tracer_path, progs, reaper, nccl_available):
     hold = reaper.popen([PROGS / "nccl_hold"], stdout=subprocess.PIPE, text=True)
     assert hold.stdout.readline().strip() == "ready"
     r = run_tracer(["--dry-run", "-p", hold.pid], timeout=120)
@@ -444,7 +562,7 @@ def test_nccl_dry_run_pid(tracer_path, progs, reaper):
     assert hold.poll() is None, "the dry run disturbed the target"
 
 
-def test_nccl_dry_run_lib(tracer_path):
+def test_nccl_dry_run_lib(tracer_path, nccl_available):
     r = run_tracer(["--lib", NCCL_LIB, "--dry-run"], timeout=120)
     assert r.returncode == 0, r.stderr
     check_nccl_dry_run(r.stdout.splitlines())
@@ -466,3 +584,8 @@ def test_help(tracer_path):
     assert len([l for l in examples if "commtrace-bpf" in l]) >= 2, examples
     assert any(re.search(r"commtrace-bpf .*-p ", l) for l in examples), examples
     assert any(" -- " in l for l in examples), "no launch-mode example"
+    # The exit codes, as README "Exit status" and user/cli.h define them.
+    status = " ".join(r.stdout.split("Exit status:", 1)[1].split("Examples:", 1)[0].split())
+    for code, what in ((0, "done"), (1, "failed"), (2, "bad usage"), (3, "BPF unavailable"),
+                       (4, "no such process"), (5, "no known library")):
+        assert f"{code} {what}" in status, f"--help exit status lacks '{code} {what}': {status}"

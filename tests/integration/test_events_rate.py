@@ -7,6 +7,7 @@ a matter of machine speed. Nothing here is timed: the event rate itself is measu
 `scripts/bench.py events`.
 """
 import json
+import re
 import signal
 import time
 
@@ -78,6 +79,18 @@ def test_drop_identity_at_overload(bpf, progs, reaper, start_tracer, tmp_path, t
     assert js["events"] == 2 * counted - drops["returns_lost"] + 1 - drops["process_events_lost"]
     assert calls["HcclBarrier"]["calls"] <= CALLS
 
+    # Without -i or --metrics (and even with -q), the drops were said on stderr while
+    # tracing, at most one line every few seconds, each count at most the final one.
+    notes = [l for l in tracer.stderr_lines() if "dropped" in l]
+    assert notes, f"no drop line on stderr; {tracer.describe()}"
+    counts = []
+    for l in notes:
+        m = re.fullmatch(r"commtrace-bpf: dropped (\d+) events so far \(ring buffer full\); "
+                         r"see --ringbuf \(now 1 MiB\)", l)
+        assert m, f"unexpected drop line: {l!r}"
+        counts.append(int(m.group(1)))
+    assert counts == sorted(set(counts)) and 0 < counts[-1] <= js["dropped_events"], counts
+
 
 def test_record_replay_same_report(bpf, progs, reaper, start_tracer, tmp_path):
     """--record, then `replay`: the same JSON report as the live run, from the file alone."""
@@ -100,6 +113,7 @@ def test_record_replay_same_report(bpf, progs, reaper, start_tracer, tmp_path):
     assert "python stacks not replayed: 0" in r.stderr
     a, b = load_trace_json(live), load_trace_json(out)
     assert a["total_counts"] == 20_000 + 4
+    assert not [l for l in tracer.stderr_lines() if "dropped" in l], "drop line, no drops"
     for js in (a, b):
         for k in ("version", "diagnosis", "findings"):  # the diagnosis: live only
             js.pop(k, None)

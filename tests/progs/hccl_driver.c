@@ -11,8 +11,9 @@
  * --settle-ms: sleep this long between dlopen and the first HCCL call. A tracer that
  *   learns of the new mapping asynchronously needs a moment to attach; the tests give it
  *   one, because they measure that the library is picked up, not that race.
- * --expect:    write the ledger (every HCCL call made, with bytes by the tracer's rules
- *   and the datatype name) to FILE.RANK as JSON.
+ * --expect:    write the ledger (every HCCL call made, with bytes by the tracer's rules,
+ *   the datatype name and the reduce op; per call, in "args", the op and the root or peer
+ *   of the functions that take one) to FILE.RANK as JSON.
  */
 #define HCCL_API_ONLY
 #include "libhccl.c"
@@ -74,8 +75,40 @@ static const unsigned dt_size[HCCL_DATA_TYPE_RESERVED] = {1, 2, 4, 2, 4, 8, 8, 1
 struct entry {
 	unsigned long long calls, sent, recv;
 	const char *dtype;
+	const char *op; /* as the tracer names HCCL_REDUCE_SUM: "sum"; "mixed" */
+	char *args;
+	size_t args_len;
 };
 static struct entry ledger[F_MAX];
+
+static const char *const op_name[] = {"sum", "prod", "max", "min"};
+
+/* What the last call of f passed: its op (or -1) and its root or peer (role NULL: none). */
+static void led_args(enum fn f, int op, const char *role, unsigned rank_arg)
+{
+	struct entry *e = &ledger[f];
+	char one[96];
+	int n;
+
+	if (op >= 0 && !e->op)
+		e->op = op_name[op];
+	else if (op >= 0 && strcmp(e->op, op_name[op]) != 0)
+		e->op = "mixed";
+	n = snprintf(one, sizeof(one), "%s{", e->args_len ? ", " : "");
+	if (op >= 0)
+		n += snprintf(one + n, sizeof(one) - n, "\"op\": \"%s\"%s", op_name[op],
+			      role ? ", " : "");
+	if (role)
+		n += snprintf(one + n, sizeof(one) - n, "\"%s\": %u", role, rank_arg);
+	n += snprintf(one + n, sizeof(one) - n, "}");
+	e->args = realloc(e->args, e->args_len + n + 1);
+	if (!e->args) {
+		fprintf(stderr, "hccl_driver: out of memory\n");
+		exit(2);
+	}
+	memcpy(e->args + e->args_len, one, n + 1);
+	e->args_len += n;
+}
 
 static void led(enum fn f, unsigned long long sent, unsigned long long recv, int dtype)
 {
@@ -150,16 +183,20 @@ static void one_iteration(HcclComm comm, uint32_t rank, uint32_t n, char *sb, ch
 	t = HCCL_DATA_TYPE_FP32;
 	check(api.AllReduce(sb, rb, 1024, t, HCCL_REDUCE_SUM, comm, stream), F_ALLREDUCE);
 	led(F_ALLREDUCE, 1024ULL * dt_size[t], 1024ULL * dt_size[t], t);
+	led_args(F_ALLREDUCE, HCCL_REDUCE_SUM, NULL, 0);
 	check(api.AllReduce(sb, rb, 7, t, HCCL_REDUCE_MAX, comm, stream), F_ALLREDUCE);
 	led(F_ALLREDUCE, 7ULL * dt_size[t], 7ULL * dt_size[t], t);
+	led_args(F_ALLREDUCE, HCCL_REDUCE_MAX, NULL, 0);
 	t = HCCL_DATA_TYPE_BFP16;
 	check(api.AllReduce(sb, rb, 2048, t, HCCL_REDUCE_SUM, comm, stream), F_ALLREDUCE);
 	led(F_ALLREDUCE, 2048ULL * dt_size[t], 2048ULL * dt_size[t], t);
+	led_args(F_ALLREDUCE, HCCL_REDUCE_SUM, NULL, 0);
 
 	/* HcclBroadcast: sent = recv = count, one buffer. */
 	t = HCCL_DATA_TYPE_INT64;
 	check(api.Broadcast(rb, 100, t, 0, comm, stream), F_BROADCAST);
 	led(F_BROADCAST, 100ULL * dt_size[t], 100ULL * dt_size[t], t);
+	led_args(F_BROADCAST, -1, "root", 0);
 
 	/* HcclAllGather: sent = sendCount; recv = sendCount * nranks. */
 	t = HCCL_DATA_TYPE_FP16;
@@ -170,13 +207,16 @@ static void one_iteration(HcclComm comm, uint32_t rank, uint32_t n, char *sb, ch
 	t = HCCL_DATA_TYPE_FP32;
 	check(api.ReduceScatter(sb, rb, 64, t, HCCL_REDUCE_SUM, comm, stream), F_REDUCE_SCATTER);
 	led(F_REDUCE_SCATTER, 64ULL * n * dt_size[t], 64ULL * dt_size[t], t);
+	led_args(F_REDUCE_SCATTER, HCCL_REDUCE_SUM, NULL, 0);
 
 	/* HcclReduce: recv counts at the root only; once as root, once not. */
 	t = HCCL_DATA_TYPE_INT32;
 	check(api.Reduce(sb, rb, 50, t, HCCL_REDUCE_SUM, rank, comm, stream), F_REDUCE);
 	led(F_REDUCE, 50ULL * dt_size[t], 50ULL * dt_size[t], t);
+	led_args(F_REDUCE, HCCL_REDUCE_SUM, "root", rank);
 	check(api.Reduce(sb, rb, 50, t, HCCL_REDUCE_MIN, (rank + 1) % n, comm, stream), F_REDUCE);
 	led(F_REDUCE, 50ULL * dt_size[t], n == 1 ? 50ULL * dt_size[t] : 0, t);
+	led_args(F_REDUCE, HCCL_REDUCE_MIN, "root", (rank + 1) % n);
 
 	/* HcclAlltoAll: sent = sendCount * nranks; recv = recvCount * nranks. */
 	t = HCCL_DATA_TYPE_UINT8;
@@ -200,8 +240,10 @@ static void one_iteration(HcclComm comm, uint32_t rank, uint32_t n, char *sb, ch
 	t = HCCL_DATA_TYPE_INT8;
 	check(api.Send(sb, 300, t, (rank + 1) % n, comm, stream), F_SEND);
 	led(F_SEND, 300ULL * dt_size[t], 0, t);
+	led_args(F_SEND, -1, "peer", (rank + 1) % n);
 	check(api.Recv(rb, 300, t, (rank + n - 1) % n, comm, stream), F_RECV);
 	led(F_RECV, 0, 300ULL * dt_size[t], t);
+	led_args(F_RECV, -1, "peer", (rank + n - 1) % n);
 
 	check(api.Barrier(comm, stream), F_BARRIER);
 	led(F_BARRIER, 0, 0, -1);
@@ -233,9 +275,14 @@ static int write_ledger(const char *path, uint32_t rank, uint32_t n, int iters)
 			"\"bytes_sent\": %llu, \"bytes_received\": %llu, \"dtype\": ",
 			k++ ? "," : "", fn_name[i], e->calls, e->sent, e->recv);
 		if (e->dtype)
-			fprintf(f, "\"%s\"}", e->dtype);
+			fprintf(f, "\"%s\"", e->dtype);
 		else
-			fprintf(f, "null}");
+			fprintf(f, "null");
+		if (e->op)
+			fprintf(f, ", \"op\": \"%s\"", e->op);
+		if (e->args_len)
+			fprintf(f, ", \"args\": [%s]", e->args);
+		fprintf(f, "}");
 	}
 	fprintf(f, "\n  }\n}\n");
 	if (fclose(f) != 0)

@@ -2,9 +2,10 @@
 /*
  * A real Open MPI workload for the integration tests: every rank issues a known, varied
  * mix of collectives and point-to-point calls and keeps its own ledger of what it passed
- * to the library (calls, bytes sent, bytes received, datatype per function), counted by
- * the tracer's rules (docs: tests/integration/test_collectives.py header). The tests
- * compare the tracer's JSON with this ledger, number for number.
+ * to the library (calls, bytes sent, bytes received, datatype and reduce op per function;
+ * per call, in "args", the op and the root or peer of the functions that take one),
+ * counted by the tracer's rules (docs: tests/integration/test_collectives.py header). The
+ * tests compare the tracer's JSON and Chrome trace with this ledger, number for number.
  *
  *   mpi_collectives [--iters N] [--wait-file PATH] [--expect FILE] [--progress FILE]
  *                   [--pause-after K --pause-file PATH]
@@ -81,6 +82,9 @@ static const char *const fn_name[F_MAX] = {
 struct entry {
 	unsigned long long calls, sent, recv;
 	const char *dtype; /* NULL: none passed; "mixed" once two differ */
+	const char *op;	   /* the reduce op passed, as the tracer names it; "mixed" */
+	char *args;	   /* per call, JSON: {"op": ..., "root"/"peer": ...} */
+	size_t args_len;
 };
 
 static struct entry ledger[F_MAX];
@@ -111,6 +115,41 @@ static void led(enum fn f, unsigned long long sent, unsigned long long recv, con
 		e->dtype = dtype;
 	else if (strcmp(e->dtype, dtype) != 0)
 		e->dtype = "mixed";
+}
+
+/* The reduce op (named as the tracer names MPI_SUM: "sum") of the last call of f. */
+static void led_op(enum fn f, const char *op)
+{
+	struct entry *e = &ledger[f];
+
+	if (!e->op)
+		e->op = op;
+	else if (strcmp(e->op, op) != 0)
+		e->op = "mixed";
+}
+
+/* What the last call of f passed: its op (or NULL) and its root or peer (role NULL: none). */
+static void led_args(enum fn f, const char *op, const char *role, int rank_arg)
+{
+	struct entry *e = &ledger[f];
+	char one[96];
+	int n;
+
+	if (op)
+		led_op(f, op);
+	n = snprintf(one, sizeof(one), "%s{", e->args_len ? ", " : "");
+	if (op)
+		n += snprintf(one + n, sizeof(one) - n, "\"op\": \"%s\"%s", op, role ? ", " : "");
+	if (role)
+		n += snprintf(one + n, sizeof(one) - n, "\"%s\": %d", role, rank_arg);
+	n += snprintf(one + n, sizeof(one) - n, "}");
+	e->args = realloc(e->args, e->args_len + n + 1);
+	if (!e->args) {
+		fprintf(stderr, "mpi_collectives: out of memory\n");
+		exit(2);
+	}
+	memcpy(e->args + e->args_len, one, n + 1);
+	e->args_len += n;
 }
 
 static void check(int rc, const char *what)
@@ -159,29 +198,35 @@ static void one_iteration(void)
 		      "MPI_Allreduce");
 		led(F_ALLREDUCE, allreduce_double[i] * t.size, allreduce_double[i] * t.size,
 		    t.name);
+		led_args(F_ALLREDUCE, "sum", NULL, 0);
 	}
 	for (size_t i = 0; i < sizeof(allreduce_int) / sizeof(int); i++) {
 		t = DT_INT;
 		check(MPI_Allreduce(sbuf, rbuf, allreduce_int[i], t.t, MPI_MAX, MPI_COMM_WORLD),
 		      "MPI_Allreduce");
 		led(F_ALLREDUCE, allreduce_int[i] * t.size, allreduce_int[i] * t.size, t.name);
+		led_args(F_ALLREDUCE, "max", NULL, 0);
 	}
 
 	/* MPI_Reduce: sent = count; recv = count at the root only. Roots 0 and size-1. */
 	t = DT_FLOAT;
 	check(MPI_Reduce(sbuf, rbuf, 100, t.t, MPI_SUM, 0, MPI_COMM_WORLD), "MPI_Reduce");
 	led(F_REDUCE, 100 * t.size, rank == 0 ? 100 * t.size : 0, t.name);
+	led_args(F_REDUCE, "sum", "root", 0);
 	t = DT_LL;
 	check(MPI_Reduce(sbuf, rbuf, 10, t.t, MPI_SUM, size - 1, MPI_COMM_WORLD), "MPI_Reduce");
 	led(F_REDUCE, 10 * t.size, rank == size - 1 ? 10 * t.size : 0, t.name);
+	led_args(F_REDUCE, "sum", "root", size - 1);
 
 	/* MPI_Bcast: sent = recv = count on every rank. */
 	t = DT_CHAR;
 	check(MPI_Bcast(rbuf, 33, t.t, 0, MPI_COMM_WORLD), "MPI_Bcast");
 	led(F_BCAST, 33 * t.size, 33 * t.size, t.name);
+	led_args(F_BCAST, NULL, "root", 0);
 	t = DT_DOUBLE;
 	check(MPI_Bcast(rbuf, 50, t.t, 1 % size, MPI_COMM_WORLD), "MPI_Bcast");
 	led(F_BCAST, 50 * t.size, 50 * t.size, t.name);
+	led_args(F_BCAST, NULL, "root", 1 % size);
 
 	/* MPI_Allgather: sent = sendcount; recv = recvcount * size. */
 	t = DT_INT;
@@ -201,6 +246,7 @@ static void one_iteration(void)
 	t = DT_FLOAT;
 	check(MPI_Gather(sbuf, 3, t.t, rbuf, 3, t.t, 0, MPI_COMM_WORLD), "MPI_Gather");
 	led(F_GATHER, 3 * t.size, rank == 0 ? 3ULL * size * t.size : 0, t.name);
+	led_args(F_GATHER, NULL, "root", 0);
 
 	/*
 	 * MPI_Gatherv: recvcounts are significant at the root only; the other ranks pass
@@ -214,12 +260,14 @@ static void one_iteration(void)
 			  rank == 0 ? d1 : NULL, t.t, 0, MPI_COMM_WORLD),
 	      "MPI_Gatherv");
 	led(F_GATHERV, (rank + 2) * t.size, rank == 0 ? sum(c1, size) * t.size : 0, t.name);
+	led_args(F_GATHERV, NULL, "root", 0);
 
 	/* MPI_Scatter: sent = sendcount * size at the root, 0 elsewhere; recv = recvcount. */
 	t = DT_DOUBLE;
 	check(MPI_Scatter(rank == 0 ? sbuf : NULL, 4, t.t, rbuf, 4, t.t, 0, MPI_COMM_WORLD),
 	      "MPI_Scatter");
 	led(F_SCATTER, rank == 0 ? 4ULL * size * t.size : 0, 4 * t.size, t.name);
+	led_args(F_SCATTER, NULL, "root", 0);
 
 	/* MPI_Scatterv: sent = sum(sendcounts) at the root (NULL elsewhere); recv = recvcount. */
 	t = DT_CHAR;
@@ -230,6 +278,7 @@ static void one_iteration(void)
 			   t.t, rbuf, 10 + rank, t.t, 0, MPI_COMM_WORLD),
 	      "MPI_Scatterv");
 	led(F_SCATTERV, rank == 0 ? sum(c1, size) * t.size : 0, (10 + rank) * t.size, t.name);
+	led_args(F_SCATTERV, NULL, "root", 0);
 
 	/* MPI_Alltoall: sent = sendcount * size; recv = recvcount * size. */
 	t = DT_INT;
@@ -252,12 +301,14 @@ static void one_iteration(void)
 	check(MPI_Reduce_scatter(sbuf, rbuf, c1, t.t, MPI_SUM, MPI_COMM_WORLD),
 	      "MPI_Reduce_scatter");
 	led(F_REDUCE_SCATTER, sum(c1, size) * t.size, c1[rank] * t.size, t.name);
+	led_args(F_REDUCE_SCATTER, "sum", NULL, 0);
 
 	/* MPI_Reduce_scatter_block: sent = recvcount * size; recv = recvcount. */
 	t = DT_LL;
 	check(MPI_Reduce_scatter_block(sbuf, rbuf, 3, t.t, MPI_SUM, MPI_COMM_WORLD),
 	      "MPI_Reduce_scatter_block");
 	led(F_REDUCE_SCATTER_BLOCK, 3ULL * size * t.size, 3 * t.size, t.name);
+	led_args(F_REDUCE_SCATTER_BLOCK, "sum", NULL, 0);
 
 	check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
 	led(F_BARRIER, 0, 0, NULL);
@@ -270,25 +321,31 @@ static void one_iteration(void)
 		if (rank % 2 == 0) {
 			check(MPI_Send(sbuf, 64, t.t, partner, 11, MPI_COMM_WORLD), "MPI_Send");
 			led(F_SEND, 64 * t.size, 0, t.name);
+			led_args(F_SEND, NULL, "peer", partner);
 			check(MPI_Recv(rbuf, 128, t.t, partner, 12, MPI_COMM_WORLD,
 				       MPI_STATUS_IGNORE),
 			      "MPI_Recv");
 			led(F_RECV, 0, 128 * t.size, t.name);
+			led_args(F_RECV, NULL, "peer", partner);
 		} else {
 			check(MPI_Recv(rbuf, 128, t.t, partner, 11, MPI_COMM_WORLD,
 				       MPI_STATUS_IGNORE),
 			      "MPI_Recv");
 			led(F_RECV, 0, 128 * t.size, t.name);
+			led_args(F_RECV, NULL, "peer", partner);
 			check(MPI_Send(sbuf, 64, t.t, partner, 12, MPI_COMM_WORLD), "MPI_Send");
 			led(F_SEND, 64 * t.size, 0, t.name);
+			led_args(F_SEND, NULL, "peer", partner);
 		}
 
 		/* Isend/Irecv of MPI_INT completed by one MPI_Waitall. */
 		t = DT_INT;
 		check(MPI_Irecv(rbuf, 20, t.t, partner, 13, MPI_COMM_WORLD, &req[0]), "MPI_Irecv");
 		led(F_IRECV, 0, 20 * t.size, t.name);
+		led_args(F_IRECV, NULL, "peer", partner);
 		check(MPI_Isend(sbuf, 20, t.t, partner, 13, MPI_COMM_WORLD, &req[1]), "MPI_Isend");
 		led(F_ISEND, 20 * t.size, 0, t.name);
+		led_args(F_ISEND, NULL, "peer", partner);
 		check(MPI_Waitall(2, req, MPI_STATUSES_IGNORE), "MPI_Waitall");
 		led(F_WAITALL, 0, 0, NULL);
 
@@ -297,8 +354,10 @@ static void one_iteration(void)
 		check(MPI_Irecv(rbuf + 4096, 40, t.t, partner, 14, MPI_COMM_WORLD, &req[0]),
 		      "MPI_Irecv");
 		led(F_IRECV, 0, 40 * t.size, t.name);
+		led_args(F_IRECV, NULL, "peer", partner);
 		check(MPI_Isend(sbuf, 40, t.t, partner, 14, MPI_COMM_WORLD, &req[1]), "MPI_Isend");
 		led(F_ISEND, 40 * t.size, 0, t.name);
+		led_args(F_ISEND, NULL, "peer", partner);
 		check(MPI_Wait(&req[0], MPI_STATUS_IGNORE), "MPI_Wait");
 		led(F_WAIT, 0, 0, NULL);
 		check(MPI_Wait(&req[1], MPI_STATUS_IGNORE), "MPI_Wait");
@@ -313,6 +372,7 @@ static void one_iteration(void)
 		check(MPI_Iallreduce(sbuf, rbuf, 32, t.t, MPI_SUM, MPI_COMM_WORLD, &req),
 		      "MPI_Iallreduce");
 		led(F_IALLREDUCE, 32 * t.size, 32 * t.size, t.name);
+		led_args(F_IALLREDUCE, "sum", NULL, 0);
 		check(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait");
 		led(F_WAIT, 0, 0, NULL);
 	}
@@ -348,9 +408,14 @@ static int write_ledger(const char *path, int final)
 			"\"bytes_sent\": %llu, \"bytes_received\": %llu, \"dtype\": ",
 			n++ ? "," : "", fn_name[i], e->calls, e->sent, e->recv);
 		if (e->dtype)
-			fprintf(f, "\"%s\"}", e->dtype);
+			fprintf(f, "\"%s\"", e->dtype);
 		else
-			fprintf(f, "null}");
+			fprintf(f, "null");
+		if (e->op)
+			fprintf(f, ", \"op\": \"%s\"", e->op);
+		if (e->args)
+			fprintf(f, ", \"args\": [%s]", e->args);
+		fprintf(f, "}");
 	}
 	fprintf(f, "\n  }\n}\n");
 	if (fclose(f) != 0)

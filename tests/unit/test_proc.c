@@ -253,8 +253,10 @@ TEST(proc_environ_lookup)
 	ASSERT_EQ(ct_environ_lookup(env, 0, "A", out, sizeof(out)), -ENOENT, "empty block");
 }
 
-static void rank_case(const char *what, char *const envp[], int rank, int world)
+/* var: the variable the rank must be said to come from, NULL when there is none */
+static void rank_case(const char *what, char *const envp[], int rank, int world, const char *var)
 {
+	const char *got = "unset";
 	pid_t pid;
 	int w = -2;
 
@@ -265,6 +267,13 @@ static void rank_case(const char *what, char *const envp[], int rank, int world)
 	if (ASSERT_TRUE(wait_comm(pid, "sleep"), "exec")) {
 		ASSERT_EQ(ct_proc_rank(pid, &w), rank, "rank");
 		ASSERT_EQ(w, world, "world");
+		w = -2;
+		ASSERT_EQ(ct_proc_rank_env(pid, &w, &got), rank, "rank_env");
+		ASSERT_EQ(w, world, "rank_env world");
+		if (var)
+			ASSERT_STREQ(got, var, "source variable");
+		else
+			ASSERT_TRUE(got == NULL, "no source variable");
 	}
 	reap(pid);
 }
@@ -296,39 +305,39 @@ TEST(proc_getenv_and_rank)
 		}
 		reap(pid);
 		ASSERT_EQ(ct_proc_getenv(pid, "FOO", out, sizeof(out)), -ESRCH, "gone");
-		rank_case("ompi", envp, 5, 8);
+		rank_case("ompi", envp, 5, 8, "OMPI_COMM_WORLD_RANK");
 	}
 	free(big);
 	{
 		char *envp[] = {"OMPI_COMM_WORLD_RANK=5", "OMPI_COMM_WORLD_SIZE=8", "RANK=2",
 				"WORLD_SIZE=4", NULL};
 
-		rank_case("RANK first", envp, 2, 4);
+		rank_case("RANK first", envp, 2, 4, "RANK");
 	}
 	{
 		char *envp[] = {"RANK=x", "PMI_RANK=3", "PMI_SIZE=4", NULL};
 
-		rank_case("bad RANK skipped", envp, 3, 4);
+		rank_case("bad RANK skipped", envp, 3, 4, "PMI_RANK");
 	}
 	{
 		char *envp[] = {"SLURM_PROCID=1", "SLURM_NPROCS=3", NULL};
 
-		rank_case("slurm nprocs", envp, 1, 3);
+		rank_case("slurm nprocs", envp, 1, 3, "SLURM_PROCID");
 	}
 	{
 		char *envp[] = {"PMIX_RANK=7", NULL};
 
-		rank_case("no size", envp, 7, -1);
+		rank_case("no size", envp, 7, -1, "PMIX_RANK");
 	}
 	{
 		char *envp[] = {"MV2_COMM_WORLD_RANK=4", "MV2_COMM_WORLD_SIZE=4", NULL};
 
-		rank_case("size not above rank", envp, 4, -1);
+		rank_case("size not above rank", envp, 4, -1, "MV2_COMM_WORLD_RANK");
 	}
 	{
 		char *envp[] = {"RANK=-1", "LOCAL_RANK=0", "RANK_X=1", NULL};
 
-		rank_case("none", envp, -1, -1);
+		rank_case("none", envp, -1, -1, NULL);
 	}
 }
 

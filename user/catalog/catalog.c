@@ -51,6 +51,25 @@ const struct ct_func *ct_catalog_func(uint32_t probe_id, const struct ct_libdesc
 	return NULL;
 }
 
+void ct_catalog_spec(uint32_t probe_id, struct ct_probe_spec *spec)
+{
+	const struct ct_libdesc *lib;
+	const struct ct_func *fn = ct_catalog_func(probe_id, &lib);
+
+	memset(spec, 0, sizeof(*spec));
+	if (!fn)
+		return;
+	spec->lib = lib->lib;
+	spec->kind = fn->kind;
+	spec->flags = fn->flags;
+	spec->func_id = probe_id;
+	memcpy(spec->val, fn->val, sizeof(spec->val));
+	for (int phase = 0; phase < 3; phase++)
+		for (int i = 0; i < CT_NVAL; i++)
+			if (fn->val[i].op != CT_LOC_NONE && ct_loc_phase(fn->val[i].op) == phase)
+				spec->order[spec->n_order++] = (__u8)i;
+}
+
 uint32_t ct_catalog_base(const struct ct_libdesc *lib)
 {
 	uint32_t base = 0;
@@ -133,6 +152,24 @@ const char *ct_kind_name(uint8_t kind)
 	};
 
 	return kind < CT_K_MAX && names[kind] ? names[kind] : "?";
+}
+
+const char *ct_peer_role(const struct ct_func *fn)
+{
+	if (!ct_func_reads(fn, CT_V_PEER))
+		return NULL;
+	switch (fn->kind) {
+	case CT_K_BROADCAST:
+	case CT_K_REDUCE:
+	case CT_K_GATHER:
+	case CT_K_SCATTER:
+		return "root";
+	case CT_K_SEND:
+	case CT_K_RECV:
+	case CT_K_SENDRECV:
+		return "peer";
+	}
+	return NULL;
 }
 
 const struct ct_named_value *ct_named_find(const struct ct_named_value *t, size_t n, uint64_t value)

@@ -86,6 +86,12 @@ extern const size_t ct_n_libs;
 /* Global probe ids. */
 size_t ct_catalog_size(void);
 const struct ct_func *ct_catalog_func(uint32_t probe_id, const struct ct_libdesc **lib);
+/*
+ * The probe spec BPF evaluates for a probe id (the attach cookie): the function's slots,
+ * and the order to read them in (plain reads, then what the communicator gives, then
+ * sums and indexes). Zeroed for an unknown id.
+ */
+void ct_catalog_spec(uint32_t probe_id, struct ct_probe_spec *spec);
 /* First probe id of a library's functions. */
 uint32_t ct_catalog_base(const struct ct_libdesc *lib);
 /* The library a file belongs to, by its basename; NULL if none. */
@@ -95,6 +101,18 @@ const char *ct_catalog_file_list(void);
 
 const char *ct_lib_name(uint8_t lib);
 const char *ct_kind_name(uint8_t kind);
+
+/* Whether a function reads a value slot (CT_V_OP, CT_V_PEER, …). */
+static inline bool ct_func_reads(const struct ct_func *fn, int slot)
+{
+	return slot >= 0 && slot < CT_NVAL && fn->val[slot].op != CT_LOC_NONE;
+}
+
+/*
+ * What the function's CT_V_PEER is: "root" (broadcast, reduce, gather, scatter), "peer"
+ * (send, recv, sendrecv: the destination of a sendrecv), or NULL when it reads none.
+ */
+const char *ct_peer_role(const struct ct_func *fn);
 
 /* Enum lookups (NULL / 0 when unknown). */
 const struct ct_named_value *ct_named_find(const struct ct_named_value *t, size_t n,

@@ -64,11 +64,12 @@ static const struct ct_named_value hccl_dtypes[] = {
     {10, "HCCL_DATA_TYPE_FP64", 8},  {11, "HCCL_DATA_TYPE_BFP16", 2},
 };
 
+/* HcclReduceOp; named as reported (docs/json.md): HCCL_REDUCE_SUM is "sum". */
 static const struct ct_named_value hccl_ops[] = {
-    {0, "HCCL_REDUCE_SUM", 0},
-    {1, "HCCL_REDUCE_PROD", 0},
-    {2, "HCCL_REDUCE_MAX", 0},
-    {3, "HCCL_REDUCE_MIN", 0},
+    {0, "sum", 0},
+    {1, "prod", 0},
+    {2, "max", 0},
+    {3, "min", 0},
 };
 
 static const char *const hccl_files[] = {"libhccl.so", NULL};

@@ -72,8 +72,10 @@ static const struct ct_named_value nccl_dtypes[] = {
     {9, "ncclBfloat16", 2}, {10, "ncclFloat8e4m3", 1}, {11, "ncclFloat8e5m2", 1},
 };
 
+/* ncclRedOp_t; named as reported (docs/json.md): ncclSum is "sum". Values from
+ * ncclRedOpCreatePreMulSum (5 and up) are not named. */
 static const struct ct_named_value nccl_ops[] = {
-    {0, "ncclSum", 0}, {1, "ncclProd", 0}, {2, "ncclMax", 0}, {3, "ncclMin", 0}, {4, "ncclAvg", 0},
+    {0, "sum", 0}, {1, "prod", 0}, {2, "max", 0}, {3, "min", 0}, {4, "avg", 0},
 };
 
 static const char *const nccl_files[] = {"libnccl.so", NULL};

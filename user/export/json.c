@@ -269,6 +269,16 @@ static cJSON *proc_obj(struct ct_proc *p, bool sharding, cJSON *all_counts, uint
 	cJSON_AddItemToObject(o, "pid", num(p->pid));
 	cJSON_AddItemToObject(o, "rank", p->rank >= 0 ? num(p->rank) : cJSON_CreateNull());
 	cJSON_AddItemToObject(o, "world_size", p->world >= 0 ? num(p->world) : cJSON_CreateNull());
+	if (p->rank >= 0 && p->comm_world) {
+		cJSON_AddStringToObject(o, "rank_source", "communicator");
+	} else if (p->rank >= 0 && p->rank_var) {
+		char src[64];
+
+		snprintf(src, sizeof(src), "env:%s", p->rank_var);
+		cJSON_AddStringToObject(o, "rank_source", src);
+	} else {
+		cJSON_AddNullToObject(o, "rank_source");
+	}
 	cJSON_AddStringToObject(o, "comm", p->comm);
 	cJSON_AddBoolToObject(o, "exited", p->exited);
 	/* task->exit_code is a wait status: the low 7 bits a signal, else the code above. */
@@ -299,6 +309,11 @@ static cJSON *proc_obj(struct ct_proc *p, bool sharding, cJSON *all_counts, uint
 			cJSON_AddStringToObject(c, "dtype", st->dtype);
 		else
 			cJSON_AddNullToObject(c, "dtype");
+		if (ct_func_reads(fn, CT_V_OP)) /* functions that take a reduce op */
+			cJSON_AddItemToObject(c, "op",
+					      st->op_mixed ? cJSON_CreateString("mixed")
+					      : st->op	   ? cJSON_CreateString(st->op)
+							   : cJSON_CreateNull());
 		cJSON_AddItemToObject(c, "time_ns", time_obj(&st->lat));
 		cJSON_AddItemToArray(colls, c);
 		add_count(counts, fn->name, st->calls);

@@ -14,6 +14,7 @@
 #include "export/chrome.h"
 #include "export/export.h"
 #include "record/record.h"
+#include "target/proc.h"
 
 _Static_assert(CT_DROP_MAX <= CT_REC_MAX_DROPS, "ct_rec_end holds every drop counter");
 _Static_assert(sizeof(struct ct_call_event) <= CT_REC_MAX_EVENT, "CT_REC_MAX_EVENT");
@@ -26,6 +27,21 @@ struct ct_record {
 	char *buf;
 	int err; /* the first write error, -errno */
 };
+
+/* Where p's rank came from, for the recording (CT_REC_RANK_*). */
+static __s32 rank_source(const struct ct_proc *p)
+{
+	const char *v;
+
+	if (p->rank < 0)
+		return CT_REC_RANK_UNKNOWN;
+	if (p->comm_world)
+		return CT_REC_RANK_COMM;
+	for (int i = 0; p->rank_var && (v = ct_proc_rank_var(i)); i++)
+		if (!strcmp(v, p->rank_var))
+			return CT_REC_RANK_ENV + i;
+	return CT_REC_RANK_UNKNOWN;
+}
 
 uint32_t ct_catalog_hash(void)
 {
@@ -117,7 +133,8 @@ int ct_record_close(struct ct_session *s)
 					 .rank = p->rank,
 					 .world = p->world,
 					 .exited = p->exited,
-					 .exit_code = p->exit_code};
+					 .exit_code = p->exit_code,
+					 .rank_source = rank_source(p)};
 
 		memcpy(rp.comm, p->comm, sizeof(rp.comm));
 		put(r, CT_REC_PROC, &rp, sizeof(rp));
@@ -260,6 +277,15 @@ int ct_replay_file(struct ct_session *s, FILE *f, struct ct_replay_stats *st, ch
 				if (p) {
 					p->rank = rp.rank;
 					p->world = rp.world;
+					/* as live: the records do not change a recorded rank */
+					p->comm_world =
+					    rp.rank >= 0 && rp.rank_source == CT_REC_RANK_COMM
+						? (rp.world > 0 ? rp.world : 1)
+						: 0;
+					p->rank_var =
+					    rp.rank >= 0 && rp.rank_source >= CT_REC_RANK_ENV
+						? ct_proc_rank_var(rp.rank_source - CT_REC_RANK_ENV)
+						: NULL;
 					memcpy(p->comm, rp.comm, sizeof(p->comm) - 1);
 					p->comm[sizeof(p->comm) - 1] = 0;
 					ct_str_sanitize(p->comm);

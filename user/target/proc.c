@@ -313,35 +313,49 @@ static long strict_nonneg(const char *s)
 	return (long)v;
 }
 
+/* Launchers in order of precedence; each rank variable with its own size variable. */
+static const char *const rank_vars[] = {
+    "RANK",
+    "WORLD_SIZE",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "PMIX_RANK",
+    "PMIX_SIZE",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "MV2_COMM_WORLD_RANK",
+    "MV2_COMM_WORLD_SIZE",
+};
+
+const char *ct_proc_rank_var(int i)
+{
+	return i >= 0 && 2 * i < (int)(sizeof(rank_vars) / sizeof(rank_vars[0])) ? rank_vars[2 * i]
+										 : NULL;
+}
+
 int ct_proc_rank(pid_t pid, int *world)
 {
-	/* Launchers in order of precedence; each rank variable with its own size variable. */
-	static const char *const names[] = {
-	    "RANK",
-	    "WORLD_SIZE",
-	    "OMPI_COMM_WORLD_RANK",
-	    "OMPI_COMM_WORLD_SIZE",
-	    "PMI_RANK",
-	    "PMI_SIZE",
-	    "PMIX_RANK",
-	    "PMIX_SIZE",
-	    "SLURM_PROCID",
-	    "SLURM_NTASKS",
-	    "MV2_COMM_WORLD_RANK",
-	    "MV2_COMM_WORLD_SIZE",
-	};
-	enum { N = sizeof(names) / sizeof(names[0]) };
+	return ct_proc_rank_env(pid, world, NULL);
+}
+
+int ct_proc_rank_env(pid_t pid, int *world, const char **var)
+{
+	enum { N = sizeof(rank_vars) / sizeof(rank_vars[0]) };
 	char vals[N][24], *outs[N];
 	size_t lens[N];
 	int state[N], i, rank = -1, size = -1;
 
 	if (world)
 		*world = -1;
+	if (var)
+		*var = NULL;
 	for (i = 0; i < N; i++) {
 		outs[i] = vals[i];
 		lens[i] = sizeof(vals[i]);
 	}
-	if (proc_env_scan(pid, names, outs, lens, state, N))
+	if (proc_env_scan(pid, rank_vars, outs, lens, state, N))
 		return -1;
 	for (i = 0; i < N; i += 2) {
 		long r = state[i] == 1 ? strict_nonneg(vals[i]) : -1;
@@ -354,7 +368,7 @@ int ct_proc_rank(pid_t pid, int *world)
 		break;
 	}
 	/* SLURM_NTASKS is unset for some job steps; SLURM_NPROCS is the older spelling. */
-	if (rank >= 0 && size < 0 && i < N && strcmp(names[i], "SLURM_PROCID") == 0) {
+	if (rank >= 0 && size < 0 && i < N && strcmp(rank_vars[i], "SLURM_PROCID") == 0) {
 		char v[24];
 
 		if (!ct_proc_getenv(pid, "SLURM_NPROCS", v, sizeof(v)) && strict_nonneg(v) > 0)
@@ -362,6 +376,8 @@ int ct_proc_rank(pid_t pid, int *world)
 	}
 	if (world && size > rank)
 		*world = size;
+	if (var && rank >= 0)
+		*var = rank_vars[i];
 	return rank;
 }
 

@@ -51,6 +51,10 @@ int ct_environ_lookup(const char *buf, size_t len, const char *name, char *out, 
  * The matching world size goes to *world (or -1).
  */
 int ct_proc_rank(pid_t pid, int *world);
+/* The same; *var: the variable the rank came from ("RANK", …; a static string), or NULL. */
+int ct_proc_rank_env(pid_t pid, int *world, const char **var);
+/* The i-th rank variable in order of precedence (the strings *var points to), NULL past them. */
+const char *ct_proc_rank_var(int i);
 
 /* Name of a thread (/proc/PID/task/TID/comm), or of the process when tid == pid. */
 int ct_proc_comm(pid_t pid, pid_t tid, char *out, size_t outlen);
