@@ -114,7 +114,7 @@ TEST(chrome_xmatch)
 	static struct ct_xmatch m;
 	const char *ar = "gloo::allreduce", *bc = "gloo::broadcast";
 	struct ct_xhalf first, h0 = {100, 101, 1000, 2000}, h1 = {200, 201, 1100, 2100};
-	struct ct_xkey k = {ar, 2, 1};
+	struct ct_xkey k = {.function = ar, .comm = 0, .seq = 1};
 
 	memset(&m, 0, sizeof(m));
 	ASSERT_FALSE(ct_xmatch_add(&m, &k, &h0, &first), "first half: nothing yet");
@@ -124,18 +124,24 @@ TEST(chrome_xmatch)
 	ASSERT_EQ(first.ts, 1000, "its time");
 	k.seq = 2;
 	ASSERT_FALSE(ct_xmatch_add(&m, &k, &h1, &first), "another sequence number");
-	k = (struct ct_xkey){bc, 2, 1};
+	k = (struct ct_xkey){.function = bc, .comm = 0, .seq = 1};
 	ASSERT_FALSE(ct_xmatch_add(&m, &k, &h1, &first), "another function");
-	k = (struct ct_xkey){ar, 4, 1};
-	ASSERT_FALSE(ct_xmatch_add(&m, &k, &h1, &first), "another group size");
+	/* the same group size, function and number on another communicator: not a half */
+	k = (struct ct_xkey){.function = ar, .comm = 1, .seq = 1};
+	ASSERT_FALSE(ct_xmatch_add(&m, &k, &h1, &first), "another communicator");
+	k = (struct ct_xkey){.function = ar, .comm = 0, .sub = 1, .seq = 1};
+	ASSERT_FALSE(ct_xmatch_add(&m, &k, &h1, &first), "a call nested in it");
+	k = (struct ct_xkey){.function = ar, .comm = 1, .seq = 1};
+	ASSERT_TRUE(ct_xmatch_add(&m, &k, &h0, &first), "the other communicator's own half");
+	ASSERT_EQ(first.pid, 200, "from its first half");
 	/* bounded: the oldest are forgotten and counted */
 	for (uint64_t i = 0; i < CT_XMATCH_SLOTS; i++) {
-		struct ct_xkey x = {bc, 8, 100 + i};
+		struct ct_xkey x = {.function = bc, .comm = 8, .seq = 100 + i};
 
 		ct_xmatch_add(&m, &x, &h0, &first);
 	}
 	ASSERT_GT(m.evicted, 0, "evictions counted");
-	k = (struct ct_xkey){ar, 2, 1};
+	k = (struct ct_xkey){.function = ar, .comm = 0, .seq = 1};
 	ASSERT_FALSE(ct_xmatch_add(&m, &k, &h1, &first), "forgotten");
 }
 

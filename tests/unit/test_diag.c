@@ -267,6 +267,15 @@ TEST(diag_c10d_gloo_handoff)
 	g.tid = 555;
 	g.ts = 3 * MS;
 	ct_diag_call(d, &g); /* executes on a worker, blocked */
+	{
+		int id;
+		uint64_t seq;
+
+		ASSERT_TRUE(ct_diag_call_id(d, 100, 555, 3 * MS, &id, &seq),
+			    "the execution has its call's identity");
+		ASSERT_EQ(id, 0, "the c10d call's");
+		ASSERT_EQ(seq, 1, "and number");
+	}
 	ASSERT_EQ(ct_diag_check(d, 3000 * MS), 1, "blocked in the execution");
 	ASSERT_EQ(ct_diag_ncomms(d), 1, "one identity: gloo is not matched apart");
 	ASSERT_EQ(ct_diag_drops(d)->executions_unmatched, 0, "linked");
@@ -278,6 +287,51 @@ TEST(diag_c10d_gloo_handoff)
 	ct_diag_call(d, &g);
 	ct_diag_ret(d, 100, 555, 0, 4 * MS); /* the execution completes */
 	ASSERT_EQ(ct_diag_check(d, 3000 * MS), 0, "completed");
+	ct_diag_free(d);
+}
+
+/* The identity and number each call gets: the Chrome export's rank→rank key. */
+TEST(diag_call_id)
+{
+	struct ct_diag *d = mk(0, 1000);
+	/* ids[r][k]: rank r's k-th call; the numbers follow the communicator, not the function */
+	int ids[2][4], members;
+	uint64_t seq, colls, want_seq[2][4] = {{1, 1, 2, 2}, {1, 1, 2, 2}};
+	/* both ranks first use A (0) then B (0x40); then rank 0 calls A, B and rank 1 B, A */
+	uint64_t comm[2][4] = {{0, 0x40, 0, 0x40}, {0, 0x40, 0x40, 0}};
+	char name[48];
+	bool amb;
+
+	for (int k = 0; k < 4; k++)
+		for (int r = 0; r < 2; r++) {
+			struct ct_diag_call c = call(r, CT_K_ALLREDUCE, "MPI_Allreduce", comm[r][k],
+						     2, 8, "MPI_FLOAT", (uint64_t)(1 + k) * MS);
+
+			ct_diag_call(d, &c);
+			ASSERT_TRUE(ct_diag_call_id(d, c.pid, c.tid, c.ts, &ids[r][k], &seq),
+				    "identified");
+			ASSERT_EQ(seq, want_seq[r][k], "its number on the communicator");
+			ct_diag_ret(d, c.pid, c.tid, 0, c.ts + MS / 2);
+		}
+	ASSERT_EQ(ct_diag_ncomms(d), 2, "two identities of one size");
+	ASSERT_NEQ(ids[0][0], ids[0][1], "A and B apart");
+	ASSERT_EQ(ids[0][0], ids[1][0], "A in both ranks");
+	ASSERT_EQ(ids[0][2], ids[1][3], "A's second collective in both ranks");
+	ASSERT_EQ(ids[0][3], ids[1][2], "B's second collective in both ranks");
+	ASSERT_TRUE(ct_diag_comm_info(d, ids[0][1], name, sizeof(name), &members, &colls, &amb),
+		    "B's name");
+	ASSERT_STREQ(name, "mpi#1/2", "named by library, first use and size");
+	ASSERT_FALSE(amb, "not ambiguous");
+	ASSERT_FALSE(ct_diag_call_id(d, 100, 100, MS, &ids[0][0], &seq), "another call came since");
+	{
+		struct ct_diag_call c =
+		    call(0, CT_K_ALLREDUCE, "MPI_Allreduce", 0, 2, 8, "MPI_FLOAT", 9 * MS);
+
+		c.depth = 1;
+		ct_diag_call(d, &c);
+		ASSERT_FALSE(ct_diag_call_id(d, c.pid, c.tid, c.ts, &ids[0][0], &seq),
+			     "a nested call has none of its own");
+	}
 	ct_diag_free(d);
 }
 

@@ -170,6 +170,11 @@ struct ct_diag {
 	uint64_t skew_max, skew_last;
 	bool last_late;
 	uint64_t nlog; /* logged collectives, all processes */
+	struct {       /* what the latest ct_diag_call gave its call (ct_diag_call_id) */
+		uint32_t pid, tid;
+		uint64_t ts, seq;
+		int16_t member; /* -1: no identity */
+	} last;
 };
 
 /* ---- small helpers ---------------------------------------------------------------------- */
@@ -291,6 +296,7 @@ struct ct_diag *ct_diag_new(const struct ct_diag_opts *o)
 	if (!d)
 		return NULL;
 	d->o = *o;
+	d->last.member = -1;
 	if (!d->o.min_repeats)
 		d->o.min_repeats = 3;
 	d->f = calloc(CT_DIAG_FINDINGS, sizeof(*d->f));
@@ -926,6 +932,8 @@ static void exec_start(struct ct_diag *d, struct dproc *p, const struct ct_diag_
 		if (r->kind != c->kind || r->ts > c->ts)
 			continue;
 		r->exec_started = true;
+		d->last.member = p->pend[i].member; /* the execution carries its call's identity */
+		d->last.seq = p->pend[i].seq;
 		inflight_set(p, c->tid, p->pend[i].member, p->pend[i].seq, true);
 		memmove(&p->pend[i], &p->pend[i + 1], (p->npend - i - 1) * sizeof(p->pend[0]));
 		p->npend--;
@@ -1017,7 +1025,13 @@ static uint64_t diag_call(struct ct_diag *d, const struct ct_diag_call *c, int16
 	bool helper;
 
 	*mi_out = -1;
-	if (!d || c->depth != 0)
+	if (!d)
+		return 0;
+	d->last.pid = c->pid;
+	d->last.tid = c->tid;
+	d->last.ts = c->ts;
+	d->last.member = -1;
+	if (c->depth != 0)
 		return 0;
 	if (c->kind != CT_K_COMM_INIT && c->kind != CT_K_COMM_SPLIT && !matchable(c->kind))
 		return 0;
@@ -1075,6 +1089,8 @@ static uint64_t diag_call(struct ct_diag *d, const struct ct_diag_call *c, int16
 	}
 	r->logi = log_add(d, p, c, m->comm, si, helper, false);
 	*mi_out = mi;
+	d->last.member = mi;
+	d->last.seq = r->seq;
 	if (c->replayed) { /* its completion comes from ct_diag_replay's end event */
 		serial_check(d, p, mi, r);
 		match_try(d, m->comm, r->seq);
@@ -1732,6 +1748,17 @@ bool ct_diag_comm_info(const struct ct_diag *d, int i, char *name, size_t len, i
 	*members = d->comms[i]->nmembers;
 	*collectives = d->comms[i]->collectives;
 	*ambiguous = d->comms[i]->ambiguous;
+	return true;
+}
+
+bool ct_diag_call_id(const struct ct_diag *d, uint32_t pid, uint32_t tid, uint64_t ts, int *comm,
+		     uint64_t *seq)
+{
+	if (!d || d->last.member < 0 || d->last.pid != pid || d->last.tid != tid ||
+	    d->last.ts != ts)
+		return false;
+	*comm = d->members[d->last.member]->comm;
+	*seq = d->last.seq;
 	return true;
 }
 

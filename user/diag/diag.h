@@ -169,6 +169,15 @@ bool ct_diag_proc_steps(const struct ct_diag *d, int i, struct ct_diag_steps_inf
 int ct_diag_ncomms(const struct ct_diag *d);
 bool ct_diag_comm_info(const struct ct_diag *d, int i, char *name, size_t len, int *members,
 		       uint64_t *collectives, bool *ambiguous);
+/*
+ * The identity (index for ct_diag_comm_info) and sequence number the latest ct_diag_call
+ * gave its call, if that call is this one (pid, tid, ts): a matchable collective on an
+ * identity, or a Gloo execution linked to its c10d call (then that call's identity and
+ * number). false: the call has none (not matchable, nested, over the limits, no group
+ * size) or another call came since. The Chrome export keys rank→rank flows on it.
+ */
+bool ct_diag_call_id(const struct ct_diag *d, uint32_t pid, uint32_t tid, uint64_t ts, int *comm,
+		     uint64_t *seq);
 
 /* Step detection alone (unit tests): the smallest period p <= max_p such that the last
  * n entries of sig end with at least 3 repetitions; 0 if none. *len: the periodic run. */

@@ -218,8 +218,8 @@ bool ct_xmatch_add(struct ct_xmatch *m, const struct ct_xkey *k, const struct ct
 	for (uint32_t i = 0; i < CT_XMATCH_SLOTS; i++) {
 		const typeof(m->slot[0]) *e = &m->slot[i];
 
-		if (e->used && e->key.function == k->function &&
-		    e->key.group_size == k->group_size && e->key.seq == k->seq) {
+		if (e->used && e->key.function == k->function && e->key.comm == k->comm &&
+		    e->key.sub == k->sub && e->key.seq == k->seq) {
 			if (e->first.pid == h->pid)
 				return false; /* the same process twice: not another rank's half */
 			*first = e->first;
@@ -305,10 +305,15 @@ struct pend {
 	const struct ct_libdesc *d;
 	uint64_t sent, recv;
 	const char *dtype;
+	const char *op; /* reduce op name (ct_op_name), or NULL */
 	uint64_t val[CT_NVAL];
 	int32_t node; /* tree node, or -1 */
 	uint64_t seq;
-	int hand; /* handoff slot, or -1 */
+	int32_t comm_id;   /* the diagnosis' communicator identity (ct_diag_call_id), or -1 */
+	uint64_t comm_seq; /* the collective's number on it */
+	uint32_t sub;	   /* n-th collective nested in the call whose identity it took */
+	uint32_t nested;   /* depth 0: the collectives nested in it so far */
+	int hand;	   /* handoff slot, or -1 */
 	bool worker;
 };
 
@@ -336,13 +341,15 @@ struct ct_chrome {
 	struct ct_sbuf b;
 	uint64_t bytes, events, calls_written, calls_unreturned, calls_outside, calls_capped;
 	uint64_t calls_lost_entry, threads_over, tree_slices, tree_dropped, flows_handoff;
-	uint64_t flows_rank, flow_id;
+	uint64_t flows_rank, flow_id, unidentified;
 	bool capped, window_said;
 	uint64_t capped_at_ns;
+	uint64_t events_capped; /* events not written for the size cap */
 	struct cthread th[CH_THREADS];
 	struct cproc *procs[CT_MAX_TARGETS];
 	int nprocs;
 	struct ct_xmatch xm;
+	const struct ct_diag *diag; /* the session's: communicator identities */
 	int err;
 };
 
@@ -351,18 +358,24 @@ static struct ct_chrome *chrome_of(struct ct_session *s)
 	return s->chrome;
 }
 
-/* Writes the event in c->b, unless the size cap is reached. */
-static bool emit(struct ct_chrome *c, uint64_t ts_ns)
+/*
+ * Writes the n events in c->b (separated by ",\n"), all or none, unless the size cap is
+ * reached: from then on every event is counted (metadata.capped.events_left_out).
+ */
+static bool emit_n(struct ct_chrome *c, uint64_t ts_ns, uint64_t n)
 {
 	if (c->b.oom || c->err) {
 		c->err = c->err ? c->err : -ENOMEM;
 		return false;
 	}
-	if (c->capped)
+	if (c->capped) {
+		c->events_capped += n;
 		return false;
+	}
 	if (c->o.max_bytes && c->bytes + c->b.len + 2 + CH_META_RESERVE > c->o.max_bytes) {
 		c->capped = true;
 		c->capped_at_ns = ts_ns;
+		c->events_capped += n;
 		fprintf(stderr,
 			"commtrace-bpf: --chrome: the file reached its size cap (%llu MiB); later "
 			"events are not written (see metadata.capped in %s)\n",
@@ -374,8 +387,14 @@ static bool emit(struct ct_chrome *c, uint64_t ts_ns)
 	fputc('\n', c->f);
 	fwrite(c->b.buf, 1, c->b.len, c->f);
 	c->bytes += c->b.len + 2;
-	c->events++;
+	c->events += n;
 	return true;
+}
+
+/* Writes the event in c->b, unless the size cap is reached. */
+static bool emit(struct ct_chrome *c, uint64_t ts_ns)
+{
+	return emit_n(c, ts_ns, 1);
 }
 
 static bool in_window(struct ct_chrome *c, struct ct_session *s, uint64_t ts)
@@ -530,7 +549,8 @@ static void node_end_set(struct cproc *cp, int32_t node, uint64_t end)
 	cp->node_end[node] = end;
 }
 
-static void emit_flow(struct ct_chrome *c, const char *name, const struct ct_xhalf *a,
+/* Both ends of a flow, or neither (the size cap); true: written. */
+static bool emit_flow(struct ct_chrome *c, const char *name, const struct ct_xhalf *a,
 		      const struct ct_xhalf *b)
 {
 	/*
@@ -546,17 +566,14 @@ static void emit_flow(struct ct_chrome *c, const char *name, const struct ct_xha
 		       "\"pid\":%u,\"tid\":%u,\"ts\":",
 		       name, (unsigned long long)id, a->pid, a->tid);
 	ct_sbuf_us(&c->b, ta);
-	ct_sbuf_printf(&c->b, "}");
-	if (!emit(c, ta))
-		return;
-	ct_sbuf_reset(&c->b);
+	ct_sbuf_printf(&c->b, "},\n");
 	ct_sbuf_printf(&c->b,
 		       "{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"flow\",\"name\":\"%s\","
 		       "\"id\":%llu,\"pid\":%u,\"tid\":%u,\"ts\":",
 		       name, (unsigned long long)id, b->pid, b->tid);
 	ct_sbuf_us(&c->b, tb);
 	ct_sbuf_printf(&c->b, "}");
-	emit(c, tb);
+	return emit_n(c, ta, 2);
 }
 
 /* Kinds whose halves in different ranks form one operation (not point-to-point, not setup). */
@@ -570,6 +587,17 @@ static const char *phase_name(uint8_t phase)
 	return phase == CT_PHASE_BACKWARD ? "backward" : "forward";
 }
 
+/* The name of a communicator identity ("c10d#0/2"); false: none. *ambiguous: see diag.c. */
+static bool comm_ident(const struct ct_chrome *c, int32_t id, char *name, size_t len,
+		       bool *ambiguous)
+{
+	uint64_t colls;
+	int members;
+
+	return id >= 0 && c->diag &&
+	       ct_diag_comm_info(c->diag, id, name, len, &members, &colls, ambiguous);
+}
+
 /* The X slice of one call. end: when it returned (or was closed, returned=false). */
 static bool emit_call(struct ct_chrome *c, struct ct_proc *p, const struct cthread *t,
 		      const struct pend *pd, int depth, uint64_t end, bool returned)
@@ -577,6 +605,8 @@ static bool emit_call(struct ct_chrome *c, struct ct_proc *p, const struct cthre
 	const struct ct_func *fn = pd->fn;
 	const struct ct_node *n = NULL;
 	int32_t gs = pd->val[CT_V_COMM_SIZE] ? (int32_t)pd->val[CT_V_COMM_SIZE] : -1;
+	char ident[48];
+	bool ambiguous;
 
 	if (pd->node >= 0 && pd->node < p->tree.n)
 		n = &p->tree.nodes[pd->node];
@@ -595,6 +625,12 @@ static bool emit_call(struct ct_chrome *c, struct ct_proc *p, const struct cthre
 		       ",\"library\":\"%s\",\"kind\":\"%s\",\"count\":%llu,\"dtype\":", pd->d->name,
 		       ct_kind_name(fn->kind), (unsigned long long)pd->val[CT_V_COUNT]);
 	ct_sbuf_jstr(&c->b, pd->dtype);
+	if (ct_func_reads(fn, CT_V_OP)) { /* the reduce op, where the function takes one */
+		ct_sbuf_printf(&c->b, ",\"op\":");
+		ct_sbuf_jstr(&c->b, pd->op);
+	}
+	if (ct_peer_role(fn)) /* "root" or "peer": a rank in the communicator */
+		ct_sbuf_printf(&c->b, ",\"%s\":%d", ct_peer_role(fn), (int32_t)pd->val[CT_V_PEER]);
 	ct_sbuf_printf(&c->b,
 		       ",\"bytes_sent\":%llu,\"bytes_received\":%llu,"
 		       "\"communicator\":\"0x%llx\",\"group_size\":",
@@ -612,6 +648,15 @@ static bool emit_call(struct ct_chrome *c, struct ct_proc *p, const struct cthre
 		ct_sbuf_printf(&c->b, "null");
 	ct_sbuf_printf(&c->b, ",\"seq\":%llu,\"depth\":%d,\"returned\":%s",
 		       (unsigned long long)pd->seq, depth, returned ? "true" : "false");
+	if (comm_ident(c, pd->comm_id, ident, sizeof(ident), &ambiguous)) {
+		ct_sbuf_printf(&c->b, ",\"comm_id\":");
+		ct_sbuf_jstr(&c->b, ident);
+		ct_sbuf_printf(&c->b, ",\"comm_seq\":%llu", (unsigned long long)pd->comm_seq);
+		if (pd->sub) /* nested: the n-th collective under the call it took them from */
+			ct_sbuf_printf(&c->b, ",\"comm_sub\":%u", pd->sub);
+	} else {
+		ct_sbuf_printf(&c->b, ",\"comm_id\":null,\"comm_seq\":null");
+	}
 	if (n) {
 		ct_sbuf_printf(&c->b, ",\"phase\":\"%s\",\"collective\":", phase_name(n->phase));
 		ct_sbuf_jstr(&c->b, n->name);
@@ -698,10 +743,30 @@ void ct_chrome_call(struct ct_session *s, struct ct_proc *p, const struct ct_cal
 	pd->sent = sent;
 	pd->recv = recv;
 	pd->dtype = dtype;
+	/* Named now: the process' library handles are gone once it exits. */
+	pd->op = ct_func_reads(fn, CT_V_OP) ? ct_op_name(p, d, ev->val[CT_V_OP]) : NULL;
 	memcpy(pd->val, ev->val, sizeof(pd->val));
 	pd->node = depth == 0 && ev->py.nframes ? tree_node_of(p, ev->hdr.tid) : -1;
 	/* ct_fstats.calls was counted for this call just before: the per-function sequence. */
 	pd->seq = p->stats[ev->hdr.probe_id] ? p->stats[ev->hdr.probe_id]->calls : 0;
+	/*
+	 * The cross-rank identity: the diagnosis just saw this call (events.c calls it
+	 * first). A collective nested in a call that has one (NCCL or MPI under c10d) takes
+	 * that call's, with its own position under it.
+	 */
+	c->diag = s->diag;
+	pd->comm_id = -1;
+	if (depth == 0) {
+		int id;
+
+		if (ct_diag_call_id(s->diag, ev->hdr.pid, ev->hdr.tid, ev->hdr.ts, &id,
+				    &pd->comm_seq))
+			pd->comm_id = id;
+	} else if (t->call[0].on && t->call[0].comm_id >= 0 && fn_is_collective(fn)) {
+		pd->comm_id = t->call[0].comm_id;
+		pd->comm_seq = t->call[0].comm_seq;
+		pd->sub = ++t->call[0].nested;
+	}
 	pd->hand = -1;
 	if (d->lib == CT_LIB_C10D && !strncmp(fn->name, "ProcessGroupGloo::", 18)) {
 		pd->hand = ct_handoff_caller(&cp->hand, fn->kind, &h);
@@ -747,17 +812,23 @@ void ct_chrome_ret(struct ct_session *s, struct ct_proc *p, const struct ct_ret_
 	if (pd->node >= 0)
 		node_end_set(cp, pd->node, end);
 	if (pd->hand >= 0 && ct_handoff_end(&cp->hand, pd->hand, pd->worker, end, &src, &dst)) {
-		emit_flow(c, "c10d→gloo", &src, &dst);
-		c->flows_handoff++;
+		if (emit_flow(c, "c10d→gloo", &src, &dst))
+			c->flows_handoff++;
 	}
 	if (pd->val[CT_V_COMM_SIZE] > 1 && fn_is_collective(pd->fn)) {
 		struct ct_xkey k = {.function = pd->fn->name,
-				    .group_size = (int32_t)pd->val[CT_V_COMM_SIZE],
-				    .seq = pd->seq};
+				    .comm = pd->comm_id,
+				    .sub = pd->sub,
+				    .seq = pd->comm_seq};
 		struct ct_xhalf h = {.pid = t->pid, .tid = t->tid, .ts = pd->ts, .end = end};
+		char ident[48];
+		bool ambiguous;
 
-		if (ct_xmatch_add(&c->xm, &k, &h, &first)) {
-			emit_flow(c, "rank→rank", &first, &h);
+		/* Without a communicator identity no half is known to be its peer's. */
+		if (!comm_ident(c, pd->comm_id, ident, sizeof(ident), &ambiguous) || ambiguous) {
+			c->unidentified++;
+		} else if (ct_xmatch_add(&c->xm, &k, &h, &first) &&
+			   emit_flow(c, "rank→rank", &first, &h)) {
 			c->flows_rank++;
 		}
 	}
@@ -1070,11 +1141,14 @@ static cJSON *build_metadata(struct ct_chrome *c, struct ct_session *s)
 	cJSON_AddNumberToObject(x, "tree_slices_dropped", (double)c->tree_dropped);
 	cJSON_AddNumberToObject(x, "flows_c10d_to_gloo", (double)c->flows_handoff);
 	cJSON_AddNumberToObject(x, "flows_between_ranks", (double)c->flows_rank);
+	cJSON_AddNumberToObject(x, "collectives_without_identity", (double)c->unidentified);
 	cJSON_AddNumberToObject(x, "flow_candidates_forgotten", (double)c->xm.evicted);
 	if (c->capped) {
 		x = cJSON_AddObjectToObject(m, "capped");
 		cJSON_AddNumberToObject(x, "max_bytes", (double)c->o.max_bytes);
 		cJSON_AddItemToObject(x, "at_ns", u64_item(c->capped_at_ns));
+		cJSON_AddNumberToObject(x, "events_left_out", (double)c->events_capped);
+		cJSON_AddNumberToObject(x, "calls_left_out", (double)c->calls_capped);
 		cJSON_AddStringToObject(x, "note", "size cap reached: later events not written");
 	} else {
 		cJSON_AddNullToObject(m, "capped");

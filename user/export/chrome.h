@@ -65,14 +65,17 @@ size_t ct_span_check(struct ct_span *spans, size_t n);
 /*
  * The halves of one collective in different processes. Communicator handles (Gloo
  * contexts, ProcessGroup and ncclComm_t pointers, MPI_Comm handles) are addresses local
- * to each process, so halves are matched by (function, group size, n-th call of that
- * function in its process): the collective-ordering rule every library imposes on the
- * members of a communicator.
+ * to each process, so halves are matched by the diagnosis' cross-process communicator
+ * identity (user/diag/diag.h: "LIB#ORDINAL/SIZE") and the sequence number of the
+ * collective on it: the collective-ordering rule every library imposes on the members
+ * of a communicator. The function keeps the layers apart (c10d's call and the Gloo
+ * execution linked to it share the identity and number).
  */
 struct ct_xkey {
 	const char *function; /* interned: compared by address */
-	int32_t group_size;
-	uint64_t seq; /* 1-based per process and function */
+	int32_t comm;	      /* identity: index in the session's diagnosis */
+	uint32_t sub;	      /* 0; n: the n-th collective nested in the call with that identity */
+	uint64_t seq;	      /* 1-based, per process and identity */
 };
 
 struct ct_xhalf {

@@ -21,10 +21,17 @@
 #include "fuse/fuse.h"
 
 #define FUSE_MAX_INPUTS 64
-#define FUSE_PID_BASE	0x2000000	/* profiler processes not matched: above pid_max */
-#define FUSE_TID_BASE	0x30000000	/* profiler threads: never a real tid, never 0 */
-#define FUSE_MAX_TIDS	4096		/* distinct (input, pid, tid) remapped */
-#define FUSE_SLACK_NS	3600000000000LL /* clocks further apart than 1 h do not meet */
+#define FUSE_PID_BASE	0x2000000  /* profiler processes not matched: above pid_max */
+#define FUSE_TID_BASE	0x30000000 /* profiler threads: never a real tid, never 0 */
+#define FUSE_MAX_TIDS	4096	   /* distinct (input, pid, tid) remapped */
+/*
+ * A profiler trace must overlap the traced window of the process it joins, give or take
+ * the error of the two clock conversions: 1 s, plus 500 ppm of the window (the fastest
+ * an NTP daemon may slew CLOCK_REALTIME, adjtimex' MAXFREQ, while mono_to_wall_ns was
+ * read once at attach). Anchors err by microseconds, far below.
+ */
+#define FUSE_SLACK_NS	1000000000LL
+#define FUSE_SLACK_PPM	500
 
 enum in_kind { IN_OURS = 1, IN_KINETO, IN_LEGACY };
 
@@ -41,9 +48,10 @@ struct input {
 	/* alignment: wall ns = ts µs * 1000 + offset_ns */
 	long long offset_ns;
 	const char *align;
-	long long target_pid; /* the traced process its host events join, or -1 */
-	double host_pid;      /* the profiler's pid of that process (Kineto) */
-	bool host_pid_any;    /* legacy: every event is the one process' */
+	long long target_pid;	  /* the traced process its host events join, or -1 */
+	long long win_lo, win_hi; /* ours: the traced window, wall-clock ns */
+	double host_pid;	  /* the profiler's pid of that process (Kineto) */
+	bool host_pid_any;	  /* legacy: every event is the one process' */
 	int nevents;
 };
 
@@ -81,7 +89,8 @@ static const char usage[] =
     "torch 1.13's legacy traces carry neither: give --anchor or --wall0, and --pid or --rank.\n"
     "\n"
     "Exit status: 0 written, 2 usage, 3 I/O, 10 not a trace, 11 cannot be aligned,\n"
-    "12 the process a profiler trace belongs to is unknown or ambiguous.\n"
+    "12 the process a profiler trace belongs to is unknown or ambiguous, 13 a profiler\n"
+    "trace outside the traced window (another run).\n"
     "\n"
     "Example:\n"
     "  commtrace-bpf fuse -o fused.json comm.trace.json \\\n"
@@ -593,6 +602,8 @@ static int fuse_run(struct fuse *f, const char *out, struct fuse_err *e)
 		en = (long long)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(m, "end_ns"));
 		s += in->offset_ns;
 		en += in->offset_ns;
+		in->win_lo = s;
+		in->win_hi = en;
 		if (nours == 1 || s < lo)
 			lo = s;
 		if (nours == 1 || en > hi)
@@ -640,6 +651,8 @@ static int fuse_run(struct fuse *f, const char *out, struct fuse_err *e)
 	}
 	for (int i = 0; i < f->n; i++) {
 		struct input *in = &f->in[i];
+		const char *wpath = "the traces";
+		long long wlo = lo, whi = hi, slack;
 		double pmin = 0, pmax = 0;
 		bool any = false;
 
@@ -650,26 +663,45 @@ static int fuse_run(struct fuse *f, const char *out, struct fuse_err *e)
 			rc = find_target(in, op, nop, e);
 		if (rc)
 			goto out;
+		/* The window of the trace it joins (else of all of ours). */
+		for (int k = 0; k < nop; k++)
+			if (op[k].pid == in->target_pid) {
+				wlo = f->in[op[k].input].win_lo;
+				whi = f->in[op[k].input].win_hi;
+				wpath = f->in[op[k].input].path;
+				break;
+			}
 		cJSON_ArrayForEach(ev, in->events)
 		{
 			const cJSON *ts = cJSON_GetObjectItemCaseSensitive(ev, "ts");
+			const cJSON *dur = cJSON_GetObjectItemCaseSensitive(ev, "dur");
+			const char *ph = jstr(ev, "ph");
+			double end;
 
-			if (!cJSON_IsNumber(ts))
+			if (!cJSON_IsNumber(ts) || (ph && ph[0] == 'M'))
 				continue;
+			end = ts->valuedouble +
+			      (cJSON_IsNumber(dur) && dur->valuedouble > 0 ? dur->valuedouble : 0);
 			if (!any || ts->valuedouble < pmin)
 				pmin = ts->valuedouble;
-			if (!any || ts->valuedouble > pmax)
-				pmax = ts->valuedouble;
+			if (!any || end > pmax)
+				pmax = end;
 			any = true;
 		}
-		if (any && ((long long)(pmax * 1e3) + in->offset_ns < lo - FUSE_SLACK_NS ||
-			    (long long)(pmin * 1e3) + in->offset_ns > hi + FUSE_SLACK_NS)) {
+		slack = FUSE_SLACK_NS + (whi - wlo) / 1000000 * FUSE_SLACK_PPM;
+		if (any && ((long long)(pmax * 1e3) + in->offset_ns < wlo - slack ||
+			    (long long)(pmin * 1e3) + in->offset_ns > whi + slack)) {
+			long long a = (long long)(pmin * 1e3) + in->offset_ns;
+			long long b = (long long)(pmax * 1e3) + in->offset_ns;
+
 			rc = ferr(
-			    e, CT_FUSE_E_ALIGN,
-			    "%s: cannot be aligned: aligned by %s it spans wall-clock %lld..%lld "
-			    "ns, more than an hour away from the traces (%lld..%lld ns)",
-			    in->path, in->align, (long long)(pmin * 1e3) + in->offset_ns,
-			    (long long)(pmax * 1e3) + in->offset_ns, lo, hi);
+			    e, CT_FUSE_E_WINDOW,
+			    "%s: outside the traced window: aligned by %s it spans wall-clock "
+			    "%lld..%lld ns, %.3f s %s the window of %s (%lld..%lld ns, "
+			    "%.3f s of slack): a profile of another run, or a wrong clock "
+			    "or anchor",
+			    in->path, in->align, a, b, (double)(b < wlo ? wlo - b : a - whi) / 1e9,
+			    b < wlo ? "before" : "after", wpath, wlo, whi, (double)slack / 1e9);
 			goto out;
 		}
 		cJSON_ArrayForEach(ev, in->events)

@@ -693,28 +693,36 @@ static bool pidset_add(struct pidset *s, uint32_t pid, int input)
 	return true;
 }
 
-/* Interned function names for ct_xmatch (compares them by address). */
+/* Interned strings for ct_xmatch: function names (compared by address), identities. */
 struct names {
 	char **v;
 	size_t n, cap;
 };
 
-static const char *intern(struct names *t, const char *s)
+/* The index of s in t, added if new; -1: no memory. */
+static int32_t intern_index(struct names *t, const char *s)
 {
 	for (size_t i = 0; i < t->n; i++)
 		if (!strcmp(t->v[i], s))
-			return t->v[i];
+			return (int32_t)i;
 	if (t->n == t->cap) {
 		size_t nc = t->cap ? t->cap * 2 : 64;
 		char **nv = realloc(t->v, nc * sizeof(*nv));
 
 		if (!nv)
-			return NULL;
+			return -1;
 		t->v = nv;
 		t->cap = nc;
 	}
 	t->v[t->n] = strdup(s);
-	return t->v[t->n] ? t->v[t->n++] : NULL;
+	return t->v[t->n] ? (int32_t)t->n++ : -1;
+}
+
+static const char *intern(struct names *t, const char *s)
+{
+	int32_t i = intern_index(t, s);
+
+	return i < 0 ? NULL : t->v[i];
 }
 
 static double num_of(const cJSON *o, const char *k, double dflt)
@@ -763,13 +771,16 @@ static void add_flow(cJSON *events, uint64_t id, const struct ct_xhalf *a, const
 
 /*
  * The rank→rank arrows between the halves of one collective, drawn again over the slices
- * of every input with the --chrome export's matching rule (function, group size,
- * per-process sequence number), in order of completion: the arrows one tracer that saw
- * every rank would have drawn, across node boundaries too.
+ * of every input with the --chrome export's matching rule (function, communicator
+ * identity "LIB#ORDINAL/SIZE", sequence number on it: args comm_id, comm_seq, comm_sub),
+ * in order of completion: the arrows one tracer that saw every rank would have drawn,
+ * across node boundaries too. The identity is the same in every tracer: each process
+ * numbers its communicators of a size in the order it first uses them.
  */
 struct half {
 	const char *fn;
-	int32_t group;
+	int32_t comm; /* index of the interned comm_id */
+	uint32_t sub;
 	uint64_t seq;
 	int input;
 	struct ct_xhalf h;
@@ -796,7 +807,7 @@ static uint64_t rank_flows(cJSON *events, struct half *hs, size_t n, uint64_t id
 	qsort(hs, n, sizeof(*hs), half_order);
 	for (size_t i = 0; i < n; i++) {
 		struct ct_xkey k = {
-		    .function = hs[i].fn, .group_size = hs[i].group, .seq = hs[i].seq};
+		    .function = hs[i].fn, .comm = hs[i].comm, .sub = hs[i].sub, .seq = hs[i].seq};
 		struct ct_xhalf first;
 
 		if (ct_xmatch_add(m, &k, &hs[i].h, &first))
@@ -813,7 +824,7 @@ static int merge_chrome(struct input *ins, const int *idx, int n, const char *ou
 	cJSON *root = cJSON_CreateObject(), *events = cJSON_CreateArray(), *meta, *minfo, *arr;
 	cJSON *mprocs = cJSON_CreateArray();
 	struct pidset seen = {0};
-	struct names names = {0};
+	struct names names = {0}, comms = {0};
 	struct half *hs = NULL;
 	size_t nh = 0, caph = 0;
 	uint32_t next_pid = REMAP_PID0;
@@ -898,7 +909,8 @@ static int merge_chrome(struct input *ins, const int *idx, int n, const char *ou
 			    collective_kind(
 				cJSON_GetObjectItemCaseSensitive(args, "kind")->valuestring) &&
 			    cJSON_IsString(cJSON_GetObjectItemCaseSensitive(args, "function")) &&
-			    num_of(args, "seq", 0) > 0 && num_of(args, "group_size", 0) > 1) {
+			    cJSON_IsString(cJSON_GetObjectItemCaseSensitive(args, "comm_id")) &&
+			    num_of(args, "comm_seq", 0) > 0 && num_of(args, "group_size", 0) > 1) {
 				double ts = num_of(ev, "ts", 0), dur = num_of(ev, "dur", 0);
 
 				if (nh == caph) {
@@ -915,8 +927,13 @@ static int merge_chrome(struct input *ins, const int *idx, int n, const char *ou
 						->valuestring);
 				if (!hs[nh].fn)
 					continue;
-				hs[nh].group = (int32_t)num_of(args, "group_size", 0);
-				hs[nh].seq = (uint64_t)num_of(args, "seq", 0);
+				hs[nh].comm = intern_index(
+				    &comms,
+				    cJSON_GetObjectItemCaseSensitive(args, "comm_id")->valuestring);
+				if (hs[nh].comm < 0)
+					continue;
+				hs[nh].sub = (uint32_t)num_of(args, "comm_sub", 0);
+				hs[nh].seq = (uint64_t)num_of(args, "comm_seq", 0);
 				hs[nh].input = a;
 				hs[nh].h.pid = (uint32_t)num_of(ev, "pid", 0);
 				hs[nh].h.tid = (uint32_t)num_of(ev, "tid", 0);
@@ -977,6 +994,9 @@ out:
 	for (size_t i = 0; i < names.n; i++)
 		free(names.v[i]);
 	free(names.v);
+	for (size_t i = 0; i < comms.n; i++)
+		free(comms.v[i]);
+	free(comms.v);
 	free(hs);
 	free(seen.v);
 	free(seen.input);
