@@ -294,8 +294,8 @@ void ct_bpf_read_drops(struct ct_session *s)
 
 void ct_bpf_close(struct ct_session *s)
 {
-	for (int i = 0; i < s->n_ldso; i++)
-		bpf_link__destroy(s->ldso_links[i]);
+	ct_links_wait(); /* the exited processes' probes, before the programs go */
+	ct_links_destroy(s->ldso_links, (size_t)s->n_ldso);
 	s->n_ldso = 0;
 	ring_buffer__free(s->rb);
 	s->rb = NULL;

@@ -173,6 +173,11 @@ struct ct_proc *ct_proc_add(struct ct_session *s, pid_t pid);
  * Returns the number of library instances newly attached, or -errno. */
 int ct_proc_scan(struct ct_session *s, struct ct_proc *p);
 void ct_proc_detach(struct ct_session *s, struct ct_proc *p);
+/* Destroy n links (several at once: each close waits for the kernel). */
+void ct_links_destroy(struct bpf_link **links, size_t n);
+/* Wait until the links of the processes detached so far are gone (ct_proc_detach()
+ * hands them to a background thread). */
+void ct_links_wait(void);
 /*
  * Launch mode: attach, before the command starts, to the known libraries in the
  * dynamic linker's default directories, for every process (filtered in BPF): a

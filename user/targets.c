@@ -6,6 +6,8 @@
  * attachment of one entry and one return probe per function.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,12 +88,126 @@ void ct_proc_set_thread_name(struct ct_proc *p, pid_t tid, const char *name)
 	p->n_threads++;
 }
 
+/*
+ * Detaching waits: closing a uprobe's perf event waits for the kernel's uprobe grace
+ * period (~80 ms measured here), so the ~200 links of two Gloo ranks closed one after the
+ * other took 16 s. Closed from several threads at once, the waits overlap.
+ */
+#define DETACH_THREADS 16
+
+struct detach_job {
+	struct bpf_link **links;
+	size_t n, first, step;
+};
+
+static void *detach_worker(void *arg)
+{
+	const struct detach_job *j = arg;
+
+	for (size_t i = j->first; i < j->n; i += j->step)
+		bpf_link__destroy(j->links[i]);
+	return NULL;
+}
+
+void ct_links_destroy(struct bpf_link **links, size_t n)
+{
+	struct detach_job jobs[DETACH_THREADS];
+	pthread_t th[DETACH_THREADS];
+	bool started[DETACH_THREADS] = {false};
+	size_t nt = n < DETACH_THREADS ? n : DETACH_THREADS;
+
+	for (size_t t = 0; t < nt; t++) {
+		jobs[t] = (struct detach_job){.links = links, .n = n, .first = t, .step = nt};
+		started[t] = nt > 1 && !pthread_create(&th[t], NULL, detach_worker, &jobs[t]);
+		if (!started[t])
+			detach_worker(&jobs[t]); /* no thread: here, in turn */
+	}
+	for (size_t t = 0; t < nt; t++)
+		if (started[t])
+			pthread_join(th[t], NULL);
+}
+
+/*
+ * A process that exits mid-trace is detached by a background thread, so that the event
+ * loop goes on reading the other processes' records (and sees at once when the last one
+ * has exited) while the kernel takes its time. ct_links_wait() waits for it to finish.
+ */
+struct detach_item {
+	struct bpf_link **links;
+	size_t n;
+	struct detach_item *next;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct detach_item *head;
+	bool running, stop;
+	pthread_t thread;
+} dq = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+static void *detacher(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&dq.lock);
+	for (;;) {
+		struct detach_item *it = dq.head;
+
+		if (!it) {
+			if (dq.stop)
+				break;
+			pthread_cond_wait(&dq.cond, &dq.lock);
+			continue;
+		}
+		dq.head = it->next;
+		pthread_mutex_unlock(&dq.lock);
+		ct_links_destroy(it->links, it->n);
+		free(it->links);
+		free(it);
+		pthread_mutex_lock(&dq.lock);
+	}
+	pthread_mutex_unlock(&dq.lock);
+	return NULL;
+}
+
+/* Takes links (malloc'ed) over: destroyed and freed in the background, or here. */
+static void links_destroy_async(struct bpf_link **links, size_t n)
+{
+	struct detach_item *it = malloc(sizeof(*it));
+
+	pthread_mutex_lock(&dq.lock);
+	if (it && !dq.running && !dq.stop)
+		dq.running = !pthread_create(&dq.thread, NULL, detacher, NULL);
+	if (it && dq.running && !dq.stop) {
+		*it = (struct detach_item){.links = links, .n = n, .next = dq.head};
+		dq.head = it;
+		pthread_cond_signal(&dq.cond);
+		pthread_mutex_unlock(&dq.lock);
+		return;
+	}
+	pthread_mutex_unlock(&dq.lock);
+	free(it);
+	ct_links_destroy(links, n);
+	free(links);
+}
+
+void ct_links_wait(void)
+{
+	pthread_mutex_lock(&dq.lock);
+	dq.stop = true;
+	pthread_cond_signal(&dq.cond);
+	pthread_mutex_unlock(&dq.lock);
+	if (dq.running)
+		pthread_join(dq.thread, NULL);
+	dq.running = false;
+	dq.stop = false;
+}
+
 static void file_free(struct ct_file *f)
 {
 	if (!f)
 		return;
-	for (size_t i = 0; i < f->n_links; i++)
-		bpf_link__destroy(f->links[i]);
+	ct_links_destroy(f->links, f->n_links);
 	free(f->links);
 	free(f->funcs);
 	free(f->dtypes);
@@ -400,9 +516,10 @@ int ct_proc_scan(struct ct_session *s, struct ct_proc *p)
 
 void ct_proc_detach(struct ct_session *s, struct ct_proc *p)
 {
-	for (size_t i = 0; i < p->n_links; i++)
-		bpf_link__destroy(p->links[i]);
-	free(p->links);
+	if (p->n_links)
+		links_destroy_async(p->links, p->n_links);
+	else
+		free(p->links);
 	p->links = NULL;
 	p->n_links = p->cap_links = 0;
 	for (int i = 0; i < p->n_libs; i++)
