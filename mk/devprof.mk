@@ -2,6 +2,8 @@
 # Fuzzing the device-profile decoder and the fusion input parser with libFuzzer.
 #   make fuzz-devprof        build build/fuzz/fuzz_devprof_{decode,fuse}
 #   make fuzz-devprof-run    run each for FUZZ_TIME seconds (default 30) from the goldens
+# And two devprof programs with rules of their own (at the end): the MegaKernel as a
+# shared library (`make cuda`) and the host recorder-cost benchmark (`make progs`).
 FUZZ_CC    ?= clang
 FUZZ_TIME  ?= 30
 FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
@@ -33,3 +35,17 @@ fuzz-devprof-run: $(DEVPROF_FUZZ)
 	$(OUTPUT)/fuzz/fuzz_devprof_fuse -max_total_time=$(FUZZ_TIME) -max_len=65536 \
 		-rss_limit_mb=2048 -artifact_prefix=$(OUTPUT)/fuzz/ -print_final_stats=1 \
 		$(OUTPUT)/fuzz/corpus-fuse
+
+# The MegaKernel as a shared library (no main; C entry points mk_open/mk_call/mk_run/...)
+# for tests/workloads/megakernel_profiled.py, which loads it with ctypes under
+# torch.profiler. Built with the programs by `make cuda`.
+$(OUTPUT)/progs/libmegakernel.so: tests/progs/megakernel.cu include/commtrace/devprof.h
+	@mkdir -p $(@D)
+	$(NVCC) -O2 -Iinclude -shared -Xcompiler -fPIC -DMK_LIBRARY -o $@ $<
+cuda: $(OUTPUT)/progs/libmegakernel.so
+
+# The recorder's cost on the host (scripts/bench.py devprof): -O2, as a runtime would
+# build it, instead of the -O1 of the other test programs.
+$(OUTPUT)/progs/devprof_cost: tests/progs/devprof_cost.c include/commtrace/devprof.h
+	@mkdir -p $(@D)
+	$(CC) -O2 -g -Wall -Wextra -Iinclude -o $@ $<

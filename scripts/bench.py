@@ -14,8 +14,11 @@
    and over a run with Python stacks (BENCH_RSS_PY_CALLS).
 6. offline: `replay` of a --record file through the event path and each exporter
    (records/s), and device-buffer decoding (`devprof decode`, MB/s).
+7. devprof: the device-profile recorder compiled for the host (tests/progs/devprof_cost.c):
+   ns per record with sampling off and on, against the same loop without the recorder.
+   The CUDA kernel's own on/off cost needs a GPU: `megakernel --cost`, scripts/gpu-check.sh.
 
-`scripts/bench.py [mpi|pystack|training|events|memory|offline]...`: only those.
+`scripts/bench.py [mpi|pystack|training|events|memory|offline|devprof]...`: only those.
 
 Run as root. Each configuration runs REPEAT times and the median is kept; the machine is
 noisy, so ratios of medians are what to read, not single numbers.
@@ -349,12 +352,46 @@ def bench_offline():
                   f"{size / t:.1f} MB/s")
 
 
+def bench_devprof():
+    """The devprof recorder's cost per record in its host build: one worker's task loop
+    (3 records per task) bare, with the recorder and sampling off, and sampling on."""
+    prog = PROGS / "devprof_cost"
+    r = subprocess.run(["make", "-s", str(prog.relative_to(REPO))], cwd=REPO,
+                       capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"bench: cannot build {prog}: {r.stderr}")
+    tasks = os.environ.get("BENCH_DEVPROF_TASKS", "2000000")
+    keys = ("bare_ns_per_task", "off_ns_per_record", "on_ns_per_record",
+            "off_added_ns_per_record", "on_added_ns_per_record", "clock_ns_per_read")
+    runs = []
+    for _ in range(REPEAT):
+        r = subprocess.run([str(prog), tasks], capture_output=True, text=True, timeout=600)
+        if r.returncode:
+            raise SystemExit(f"bench: devprof_cost failed ({r.returncode}):\n"
+                             f"{r.stdout}{r.stderr}")
+        runs.append({k: number(r.stdout, k) for k in keys})
+    m = {k: statistics.median(x[k] for x in runs) for k in keys}
+    records = int(number(r.stdout, "records"))
+    print(f"\ndevprof recorder, host build (-O2, CLOCK_MONOTONIC clock, no-op barrier): "
+          f"{records:,} records per loop, median of {REPEAT} runs of 7 rounds")
+    print(f"  {'configuration':<34} {'ns/record':>10} {'added':>8}")
+    print(f"  {'no recorder (bare loop)':<34} {m['bare_ns_per_task'] / 3:>10.2f} {'-':>8}")
+    print(f"  {'recorder, sampling off':<34} {m['off_ns_per_record']:>10.2f} "
+          f"{m['off_added_ns_per_record']:>+8.2f}")
+    print(f"  {'recorder, sampling on':<34} {m['on_ns_per_record']:>10.2f} "
+          f"{m['on_added_ns_per_record']:>+8.2f}")
+    print(f"  clock read alone: {m['clock_ns_per_read']:.2f} ns (two per record when on)")
+    print("  the CUDA kernel's cost (ns per invocation, on/off) needs a GPU: "
+          "build/progs/megakernel --cost, run by scripts/gpu-check.sh")
+
+
 def main():
     if os.geteuid() != 0:
         sys.exit("bench: needs root (BPF)")
     print(f"commtrace bench: {os.uname().nodelen if hasattr(os.uname(), 'nodelen') else ''}"
           f"{os.cpu_count()} CPUs, kernel {os.uname().release}, median of {REPEAT} runs")
-    which = sys.argv[1:] or ["mpi", "pystack", "training", "ops", "events", "memory", "offline"]
+    which = sys.argv[1:] or ["mpi", "pystack", "training", "ops", "events", "memory", "offline",
+                             "devprof"]
     if "mpi" in which:
         bench_mpi()
     if "pystack" in which:
@@ -369,6 +406,8 @@ def main():
         bench_memory()
     if "offline" in which:
         bench_offline()
+    if "devprof" in which:
+        bench_devprof()
 
 
 if __name__ == "__main__":

@@ -8,8 +8,10 @@
 #
 # `run` checks that BPF uprobes work, traces real NCCL collectives of a PyTorch job in
 # launch mode and in attach mode (-p) and compares calls, bytes and dtypes with the job's
-# own ledger, runs the devprof MegaKernel (tests/progs/megakernel.cu) on the GPU and
-# decodes its buffer, and runs seed 000's tensor-parallel MLP under PyTorch's CommDebugMode
+# own ledger, runs the devprof MegaKernel (tests/progs/megakernel.cu) on the GPU, decodes
+# its buffer, times sampling on vs off (megakernel --cost) and fuses a sampled session
+# with the PyTorch profiler's Kineto trace of it (tests/workloads/megakernel_profiled.py:
+# "devprof fusion check: PASS|FAIL"), and runs seed 000's tensor-parallel MLP under PyTorch's CommDebugMode
 # and under commtrace to compare their counts and costs. Everything lands in OUTDIR
 # (default $OUT or /tmp/gpu-check): the log in OUTDIR/gpu-check.log, the files in
 # OUTDIR/results.tgz. GPU_STEPS="nccl devprof tp" picks the steps. docs/PERFORMANCE.md
@@ -120,16 +122,58 @@ for mode in ("launch", "attach"):
 EOF
 }
 
-# The devprof MegaKernel on the GPU, its buffer decoded.
+# A Python with torch for the devprof workload: $py, else the GPU machine's venv.
+devprof_torch_py() {
+	local p
+	for p in "$py" /opt/torch/.venv/bin/python3; do
+		"$p" -c 'import torch' 2>/dev/null && { echo "$p"; return; }
+	done
+	echo "$py"
+}
+
+# The devprof MegaKernel on the GPU (tests/progs/megakernel.cu): its buffer decoded; what
+# sampling costs the kernel (megakernel --cost: cudaEvent-timed calls, off and on
+# alternating, medians); and the same kernel as a library (libmegakernel.so) run under
+# torch.profiler by tests/workloads/megakernel_profiled.py, its buffer fused into the
+# Kineto trace by `devprof fuse` and checked: each sampled invocation's AIC/AIV tracks
+# inside the kernel event of its own call. Summary lines: "devprof cost: ..." and
+# "devprof fusion check: PASS|FAIL ...". MK_COST_CALLS (2000) calls each way.
 step_devprof() {
 	echo "== devprof MegaKernel on the GPU"
-	if nvcc -O2 -arch=sm_90 -Iinclude -o "$out/megakernel" tests/progs/megakernel.cu; then
-		timeout 120 "$out/megakernel" "$out/mk.bin" 6
-		echo "rc=$?"
-		$ct devprof validate "$out/mk.bin" | tail -20
-		$ct devprof decode "$out/mk.bin" -o "$out/mk.trace.json"
-		echo "decode rc=$? $(stat -c %s "$out/mk.trace.json" 2>/dev/null) bytes"
+	local mk=$out/megakernel lib=$out/libmegakernel.so d=$out/mkprof tpy
+	if ! nvcc -O2 -arch=sm_90 -Iinclude -o "$mk" tests/progs/megakernel.cu ||
+		! nvcc -O2 -arch=sm_90 -Iinclude -shared -Xcompiler -fPIC -DMK_LIBRARY \
+			-o "$lib" tests/progs/megakernel.cu; then
+		echo "devprof: nvcc failed"
+		echo "devprof fusion check: FAIL: the MegaKernel did not build"
+		return
 	fi
+	timeout 120 "$mk" "$out/mk.bin" 6
+	echo "rc=$?"
+	$ct devprof validate "$out/mk.bin" | tail -20
+	$ct devprof decode "$out/mk.bin" -o "$out/mk.trace.json"
+	echo "decode rc=$? $(stat -c %s "$out/mk.trace.json" 2>/dev/null) bytes"
+
+	echo "== devprof: sampling off vs on in the CUDA kernel"
+	timeout 300 "$mk" --cost "${MK_COST_CALLS:-2000}"
+	echo "cost rc=$?"
+
+	echo "== devprof: fusion with torch.profiler's trace of the real kernel"
+	tpy=$(devprof_torch_py)
+	mkdir -p "$d"
+	# 2 launches before the session, 12 session calls sampled by schedule 2,1,1,2,2:
+	# invocation_seq 4, 5, 8, 9 are saved; the trace holds all 14 launches (--skip 2).
+	timeout 300 "$tpy" tests/workloads/megakernel_profiled.py run --lib "$lib" --out "$d" \
+		--pre 2 --calls 12 --schedule 2,1,1,2,2
+	echo "profiled rc=$?"
+	$ct devprof validate "$d/mk.bin" | grep -v '^  '
+	$ct devprof fuse --device "$d/mk.bin" --profiler "$d/kineto.json" --skip 2 \
+		-o "$d/fused.json"
+	echo "fuse rc=$?"
+	"$tpy" tests/workloads/megakernel_profiled.py check --manifest "$d/manifest.json" \
+		--fused "$d/fused.json"
+	echo "check rc=$?"
+	rm -f "$lib"
 }
 
 # Seed 000's TP MLP on DTensor: CommDebugMode's counts, commtrace's, and their costs.

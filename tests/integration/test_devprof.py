@@ -445,6 +445,10 @@ def test_recorder_sampling_off_guard_page():
 
 
 def test_megakernel_builds_with_nvcc(tmp_path):
+    """The program, and the shared library (-DMK_LIBRARY, for sm_90 as scripts/gpu-check.sh
+    builds it) that tests/workloads/megakernel_profiled.py loads with ctypes: its C entry
+    points are exported, it has no main, and without a usable GPU mk_open() fails with a
+    message instead of exiting its host process."""
     if not os.access(NVCC, os.X_OK):
         pytest.skip(f"no nvcc at {NVCC}: the CUDA MegaKernel cannot be built here")
     r = subprocess.run([NVCC, "-O2", "-Iinclude", "-o", str(tmp_path / "megakernel"),
@@ -452,6 +456,30 @@ def test_megakernel_builds_with_nvcc(tmp_path):
                        timeout=600)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "megakernel").stat().st_size > 0
+    lib = tmp_path / "libmegakernel.so"
+    r = subprocess.run([NVCC, "-O2", "-arch=sm_90", "-Iinclude", "-shared", "-Xcompiler",
+                        "-fPIC", "-DMK_LIBRARY", "-o", str(lib), "tests/progs/megakernel.cu"],
+                       cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    nm = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True,
+                        text=True, check=True).stdout
+    syms = {line.split()[-1] for line in nm.splitlines() if line.strip()}
+    assert {"mk_open", "mk_call", "mk_close", "mk_run", "mk_cost", "mk_info",
+            "mk_error"} <= syms and "main" not in syms
+    code = f"""
+import ctypes
+lib = ctypes.CDLL({str(lib)!r})
+lib.mk_open.restype = ctypes.c_void_p
+lib.mk_close.argtypes = [ctypes.c_void_p]
+lib.mk_error.restype = ctypes.c_char_p
+h = lib.mk_open(None, 0, 0, 0, 1, 0)
+print("opened" if h else "error: " + lib.mk_error().decode())
+if h:
+    lib.mk_close(h)
+"""
+    p = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith(("opened", "error: cuda")), p.stdout + p.stderr
 
 
 # ---------------------------------------------------------------------------------------
