@@ -10,6 +10,8 @@
 4. events: the event path. A synthetic target (tests/progs/event_rate.c, the HCCL
    stand-in) issues calls at swept rates and flat out; received/dropped/generated, the
    highest rate with zero drops, and that calls made = counted + dropped_calls exactly.
+   pyevents: the same with Python stacks: pystack_mpi.py flat out from one thread at
+   depths 0, 10 and 50; calls/s, dropped, frames unresolved.
 5. memory: the tracer's VmRSS/VmHWM over 20 million records (BENCH_RSS_CALLS calls),
    and over a run with Python stacks (BENCH_RSS_PY_CALLS).
 6. offline: `replay` of a --record file through the event path and each exporter
@@ -18,7 +20,8 @@
    ns per record with sampling off and on, against the same loop without the recorder.
    The CUDA kernel's own on/off cost needs a GPU: `megakernel --cost`, scripts/gpu-check.sh.
 
-`scripts/bench.py [mpi|pystack|training|events|memory|offline|devprof]...`: only those.
+`scripts/bench.py [mpi|pystack|training|ops|events|pyevents|memory|offline|devprof]...`:
+only those.
 
 Run as root. Each configuration runs REPEAT times and the median is kept; the machine is
 noisy, so ratios of medians are what to read, not single numbers.
@@ -263,6 +266,37 @@ def bench_events():
               f"{r:,.0f} calls/s ({2 * r:,.0f} records/s)")
 
 
+def bench_pyevents():
+    """With Python stacks the reader resolves every stack from the live process: how fast
+    can Python threads call before records are lost (pystack_mpi.py, MPI_Barrier through
+    ctypes, flat out)?"""
+    import json
+    calls = int(float(os.environ.get("BENCH_PY_CALLS", "150e3")))
+    print(f"\nEvent path with Python stacks: pystack_mpi.py flat out, one thread, {calls:,} "
+          f"calls, CPython 3.11, worst of {REPEAT} runs")
+    print(f"  {'depth':>5} {'calls/s':>9} {'made':>9} {'counted':>9} {'dropped':>8} "
+          f"{'unresolved frames':>17}")
+    for depth in (0, 10, 50):
+        runs = []
+        for _ in range(REPEAT):
+            with tempfile.TemporaryDirectory() as tmp:
+                js = Path(tmp) / "trace.json"
+                r = subprocess.run(
+                    [TRACER, "-q", "--json", str(js), "--", "/usr/bin/python3.11",
+                     str(WORK / "pystack_mpi.py"), "--time", "--calls", str(calls),
+                     "--depth", str(depth)],
+                    capture_output=True, text=True, timeout=900)
+                if r.returncode:
+                    raise SystemExit(f"bench: pystack_mpi under the tracer failed: {r.stderr}")
+                j = json.loads(js.read_text())
+                rate = 1e9 / number(r.stdout, "ns_per_call")
+                runs.append((rate, calls, j["total_counts"], j["dropped_calls"],
+                             j["drops"]["python_frames_unresolved"]))
+        worst = max(runs, key=lambda x: (x[3], x[4]))
+        print(f"  {depth:>5} {statistics.median(x[0] for x in runs):>9,.0f} {worst[1]:>9,} "
+              f"{worst[2]:>9,} {worst[3]:>8,} {worst[4]:>17,}")
+
+
 def bench_memory():
     """The tracer's RSS (VmRSS, VmHWM) while a synthetic target drives millions of events."""
     def rss(pid, line):
@@ -390,8 +424,8 @@ def main():
         sys.exit("bench: needs root (BPF)")
     print(f"commtrace bench: {os.uname().nodelen if hasattr(os.uname(), 'nodelen') else ''}"
           f"{os.cpu_count()} CPUs, kernel {os.uname().release}, median of {REPEAT} runs")
-    which = sys.argv[1:] or ["mpi", "pystack", "training", "ops", "events", "memory", "offline",
-                             "devprof"]
+    which = sys.argv[1:] or ["mpi", "pystack", "training", "ops", "events", "pyevents",
+                             "memory", "offline", "devprof"]
     if "mpi" in which:
         bench_mpi()
     if "pystack" in which:
@@ -402,6 +436,8 @@ def main():
         bench_ops()
     if "events" in which:
         bench_events()
+    if "pyevents" in which:
+        bench_pyevents()
     if "memory" in which:
         bench_memory()
     if "offline" in which:
