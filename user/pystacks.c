@@ -189,14 +189,14 @@ static void torch_layout_to_bpf(struct ct_session *s, struct ct_proc *p)
 	char version[32];
 	const struct ct_torch_layout *tl;
 
-	if (p->torch_layout_set)
+	if (p->torch_layout)
 		return;
 	ct_torch_version(p->pid, version, sizeof(version));
 	tl = ct_torch_layout_for(version);
 	if (!tl)
 		return;
 	if (!update_pyproc(s, p, tl))
-		p->torch_layout_set = true;
+		p->torch_layout = tl;
 	ct_info("commtrace: pid %d: torch %s: op arguments with dtypes and shapes\n", p->pid,
 		version);
 }
@@ -526,7 +526,7 @@ static void set_values(struct ct_session *s, struct ct_proc *p, int32_t node, bo
 
 	if (node < 0 || !ev->has_vals)
 		return;
-	ct_opvals_describe(s->py->vals, p->pid, &p->py,
+	ct_opvals_describe(s->py->vals, p->pid, &p->py, p->torch_layout,
 			   &((const struct ct_op_vals_event *)ev)->vals, &v);
 	ct_tree_set_values(&p->tree, node, outputs, &v);
 }

@@ -111,7 +111,8 @@ struct ct_proc {
 	struct ct_tree tree; /* seed 000's records, from the Python stacks */
 	struct ct_pyproc py; /* its CPython, when has_python */
 	bool py_checked, has_python;
-	bool torch_layout_set;	  /* --ops: BPF knows torch's tensor layout in this process */
+	/* --ops: torch's tensor layout in this process, once BPF was told it */
+	const struct ct_torch_layout *torch_layout;
 	uint64_t root_module;	  /* the outermost nn.Module seen on a stack (its address) */
 	struct ct_params *params; /* --sharding: read at the first root_module, or NULL */
 	int params_tries;	  /* reads of params so far */
@@ -126,6 +127,7 @@ struct ct_proc {
 };
 
 struct ct_pystate;
+struct ct_torch_layout;
 struct ct_pyops;
 struct ct_chrome;
 struct ct_metrics;

@@ -76,6 +76,7 @@ struct ct_value {
 	const char *kind;	/* interned type name: "DTensor", "Parameter", "float", "None" */
 	const char *dtype;	/* "torch.float32"; NULL: not a tensor, or not read */
 	const char *placements; /* interned "(Shard(dim=0),)"; NULL: none */
+	const char *mesh;	/* interned "DeviceMesh(cpu, shape=[2], dims=(tp))"; NULL: none */
 	int32_t ndim;		/* -1: no shape (not a tensor, unknown layout, too many dims) */
 	int32_t pad;
 	int64_t shape[CT_VALUE_DIMS];

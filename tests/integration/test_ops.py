@@ -36,7 +36,7 @@ def values_of(r):
     """An op record's inputs and outputs as text, seed 000's way: DTensor[4, 16]."""
     def one(v):
         shape = "" if v["shape"] is None else "[" + ", ".join(map(str, v["shape"])) + "]"
-        extra = " ".join(x for x in (v["dtype"], v.get("placements")) if x)
+        extra = " ".join(x for x in (v["dtype"], v.get("placements"), v.get("mesh")) if x)
         return v["kind"] + shape + (" " + extra if extra else "")
     return tuple(None if r[k] is None else [one(v) for v in r[k]] + (
         [f"+{r[k + '_more']} more"] if k + "_more" in r else [])
@@ -44,11 +44,12 @@ def values_of(r):
 
 
 def same_values(got, want):
-    """Equal; but a short-lived DTensor's placements are read from user space when the
-    event is handled, after the object may have been freed: then it has none (opvals.h)."""
+    """Equal; but a short-lived DTensor's placements and mesh are read from user space
+    when the event is handled, after the object may have been freed: then it has neither
+    (opvals.h)."""
     if got is None or want is None or len(got) != len(want):
         return got == want
-    return all(g == w or (w.startswith("DTensor") and g == w.rsplit(" (", 1)[0])
+    return all(g == w or (w.startswith("DTensor") and g == w.split(" (", 1)[0])
                for g, w in zip(got, want))
 
 
@@ -99,12 +100,13 @@ def test_ops_seed000(bpf, torch_available, reaper, start_tracer, tmp_path):
                     assert c["ts_ns"] + c["duration_ns"] <= r["ts_ns"] + r["duration_ns"]
     # What each op got and returned, read in BPF (2 ranks: fc1 is Linear(16, 16), fc2
     # Linear(16, 16, bias=False)); x and every op's result are DTensors, replicated.
-    dt = "DTensor[4, 16] torch.float32 (Replicate(),)"
+    mesh = "DeviceMesh(cpu, shape=[2], dims=(tp))"
+    dt = f"DTensor[4, 16] torch.float32 (Replicate(),) {mesh}"
     w = "Parameter[16, 16] torch.float32"
-    want = [("Op(linear)", [dt, w + " (Shard(dim=0),)", "Parameter[16] torch.float32 "
-                            "(Shard(dim=0),)"], [dt]),
+    want = [("Op(linear)", [dt, f"{w} (Shard(dim=0),) {mesh}",
+                            f"Parameter[16] torch.float32 (Shard(dim=0),) {mesh}"], [dt]),
             ("Op(gelu)", [dt], [dt]),
-            ("Op(linear)", [dt, w + " (Shard(dim=1),)", "None"], [dt])]
+            ("Op(linear)", [dt, f"{w} (Shard(dim=1),) {mesh}", "None"], [dt])]
     for pid in pids:
         check_op_values(debug_of(js, pid)["records"], want, first_described=1)
     # The table shows them as seed 000 does; the last forward's ops are described.

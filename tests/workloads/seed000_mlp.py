@@ -6,7 +6,8 @@ hook all-reducing the partial sums through a differentiable_all_reduce platform 
 over torch.distributed.nn.functional. One all-reduce per forward; with --backward, one
 more per backward (the autograd Function's backward all-reduces the gradient). The
 parameters carry their placements as a `_placements` attribute (fc1: Shard(dim=0),
-fc2.weight: Shard(dim=1)).
+fc2.weight: Shard(dim=1)), and tensors and parameters their `device_mesh` (a DeviceMesh of
+torch's shape: device_type "cpu", mesh = the ranks, mesh_dim_names ("tp",)).
 
 Ranks: MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE in the environment, Gloo backend.
   --forwards N      forward passes (default 3)
@@ -33,6 +34,16 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+class DeviceMesh:
+    """torch's DeviceMesh shape: the device type, the mesh of ranks, its dim names."""
+
+    def __init__(self, device_type, mesh, mesh_dim_names=None):
+        self.device_type, self.mesh, self.mesh_dim_names = device_type, mesh, mesh_dim_names
+
+
+MESH = None  # DeviceMesh("cpu", [0, 1, ...], ("tp",)), once the group exists
+
+
 class OpDispatcher:
     """hyper-parallel's dispatcher shape: every DTensor op goes through dispatch()."""
 
@@ -52,6 +63,7 @@ class DTensor(torch.Tensor):
         r = torch.Tensor._make_subclass(cls, local, local.requires_grad)
         r._local = local
         r._placements = placements
+        r.device_mesh = MESH
         return r
 
     @classmethod
@@ -86,6 +98,8 @@ class MLP(nn.Module):
         self.fc1.weight._placements = ("Shard(dim=0)",)
         self.fc1.bias._placements = ("Shard(dim=0)",)
         self.fc2.weight._placements = ("Shard(dim=1)",)
+        for p in self.parameters():
+            p.device_mesh = MESH
 
     def forward(self, x):
         return self.fc2(F.gelu(self.fc1(x)))
@@ -108,8 +122,10 @@ def main():
     ap.add_argument("--pause", type=float, default=0)
     a = ap.parse_args()
 
+    global MESH
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
+    MESH = DeviceMesh("cpu", torch.arange(world), ("tp",))
     torch.manual_seed(rank)
     model = MLP(world, rank)
     if a.wait_file:

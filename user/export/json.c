@@ -107,6 +107,8 @@ static void add_values(cJSON *o, const char *key, const struct ct_values *vs)
 			cJSON_AddNullToObject(e, "dtype");
 		if (v->placements)
 			cJSON_AddStringToObject(e, "placements", v->placements);
+		if (v->mesh)
+			cJSON_AddStringToObject(e, "mesh", v->mesh);
 		cJSON_AddItemToArray(a, e);
 	}
 	if (vs->total > vs->n) {

@@ -106,7 +106,8 @@ static void tensor_fields(const struct ct_op_val *r, struct ct_value *v)
 }
 
 void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_pyproc *py,
-			const struct ct_op_vals *raw, struct ct_values *out)
+			const struct ct_torch_layout *tl, const struct ct_op_vals *raw,
+			struct ct_values *out)
 {
 	_Static_assert(CT_VALUE_DIMS == CT_OP_DIMS && CT_VALUES_MAX == CT_OP_VALS,
 		       "tree.h and abi.h agree");
@@ -129,9 +130,9 @@ void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_py
 			continue;
 		tensor_fields(r, v);
 		/*
-		 * Placements are read now, from user space: only while the object still looks
-		 * alive (its type, a sane reference count; a freed block's first word is a free
-		 * list pointer). An object freed meanwhile gets none; one whose memory was
+		 * Placements and mesh are read now, from user space: only while the object still
+		 * looks alive (its type, a sane reference count; a freed block's first word is a
+		 * free list pointer). An object freed meanwhile gets none; one whose memory was
 		 * reused by another tensor of the same type would give that one's.
 		 */
 		if (!ct_py_read_mem(pid, r->obj, head, sizeof(head)) && head[1] == r->type &&
@@ -139,6 +140,8 @@ void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_py
 			ct_tensor_placements(pid, &py->offsets, r->obj, pl, sizeof(pl));
 			if (pl[0])
 				v->placements = ct_intern(pl);
+			if (!ct_tensor_mesh(pid, &py->offsets, tl, r->obj, pl, sizeof(pl)))
+				v->mesh = ct_intern(pl);
 		}
 	}
 }

@@ -4,10 +4,11 @@
  * objects were alive (struct ct_op_vals, abi.h). Per value: its kind (the short name of
  * its type: "DTensor", "Parameter", "float", "None"); for a tensor (a type deriving from
  * torch's _TensorBase / TensorBase), its dtype and shape when the TensorImpl fields BPF
- * read check out (numel = product of the sizes, a known dtype), and the placements it
- * carries. Types are classified once per (process, type object) and cached: classes live
- * as long as their process in practice. Placements are read from user space when the
- * event is handled (bounded reads, checked: the object must still have its type).
+ * read check out (numel = product of the sizes, a known dtype), the placements it carries
+ * and its device mesh. Types are classified once per (process, type object) and cached:
+ * classes live as long as their process in practice. Placements and mesh are read from
+ * user space when the event is handled (bounded reads, checked: the object must still
+ * look alive and have its type).
  */
 #ifndef CT_PYTHON_OPVALS_H
 #define CT_PYTHON_OPVALS_H
@@ -16,6 +17,7 @@
 #include <sys/types.h>
 
 #include "commtrace/abi.h"
+#include "python/params.h"
 #include "python/pyproc.h"
 #include "tree.h"
 
@@ -24,8 +26,10 @@ struct ct_opvals_cache;
 struct ct_opvals_cache *ct_opvals_cache_new(void);
 void ct_opvals_cache_free(struct ct_opvals_cache *c);
 
-/* Describe raw (from process pid, interpreter py) into out (zeroed first). */
+/* Describe raw (from process pid, interpreter py, torch layout tl or NULL) into out
+ * (zeroed first). */
 void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_pyproc *py,
-			const struct ct_op_vals *raw, struct ct_values *out);
+			const struct ct_torch_layout *tl, const struct ct_op_vals *raw,
+			struct ct_values *out);
 
 #endif

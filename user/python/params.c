@@ -429,6 +429,62 @@ static void tensor_meta(struct walk *w, uint64_t obj, struct ct_param *p)
 	p->ndim = ndim;
 }
 
+/*
+ * The device mesh a tensor carries: `device_mesh` or `_device_mesh` in its dict, else its
+ * `_spec.mesh` (PyTorch 2.x DTensor); from the mesh, torch DeviceMesh's `device_type`,
+ * the shape of its `mesh` tensor and its `mesh_dim_names`:
+ * "DeviceMesh(cpu, shape=[2], dims=(tp))".
+ */
+int ct_tensor_mesh(pid_t pid, const struct ct_py_offsets *o, const struct ct_torch_layout *tl,
+		   uint64_t obj, char *buf, size_t len)
+{
+	static const char *const attrs[] = {"device_mesh", "_device_mesh"};
+	struct ct_params sink = {0};
+	struct ct_param t = {.ndim = -1};
+	struct walk w = {.pid = pid, .o = o, .tl = tl, .out = &sink};
+	char dev[32] = "?", names[96] = "", name[32];
+	uint64_t mesh = 0, v, items[CT_PARAM_DIMS_MAX];
+	size_t n = 0, o2;
+	int err = -ENOENT;
+
+	w.oo = ct_py_objoffsets_for(o->major, o->minor);
+	if (!w.oo)
+		return -ENOTSUP;
+	for (size_t i = 0; i < 2 && err; i++)
+		err = ct_py_getattr(pid, w.oo, o, obj, attrs[i], &mesh);
+	if (err && !ct_py_getattr(pid, w.oo, o, obj, "_spec", &v))
+		err = ct_py_getattr(pid, w.oo, o, v, "mesh", &mesh);
+	if (err || is_none(&w, mesh))
+		return err ? err : -ENOENT;
+	if (!ct_py_getattr(pid, w.oo, o, mesh, "device_type", &v))
+		ct_py_read_str(pid, o, v, dev, sizeof(dev));
+	if (!ct_py_getattr(pid, w.oo, o, mesh, "mesh", &v))
+		tensor_meta(&w, v, &t);
+	if (!ct_py_getattr(pid, w.oo, o, mesh, "mesh_dim_names", &v) && !is_none(&w, v) &&
+	    !ct_py_tuple_items(pid, w.oo, o, v, items, CT_PARAM_DIMS_MAX, &n)) {
+		o2 = 0;
+		for (size_t i = 0; i < n && o2 < sizeof(names); i++) {
+			if (ct_py_read_str(pid, o, items[i], name, sizeof(name)))
+				snprintf(name, sizeof(name), "?");
+			o2 += (size_t)snprintf(names + o2, sizeof(names) - o2, "%s%s",
+					       i ? ", " : "", name);
+		}
+	}
+	o2 = (size_t)snprintf(buf, len, "DeviceMesh(%s, shape=", dev);
+	if (t.ndim < 0 && o2 < len)
+		o2 += (size_t)snprintf(buf + o2, len - o2, "?");
+	for (int d = 0; d < t.ndim && o2 < len; d++)
+		o2 += (size_t)snprintf(buf + o2, len - o2, "%s%lld", d ? ", " : "[",
+				       (long long)t.shape[d]);
+	if (t.ndim >= 0 && o2 < len)
+		o2 += (size_t)snprintf(buf + o2, len - o2, "%s", t.ndim ? "]" : "[]");
+	if (names[0] && o2 < len)
+		o2 += (size_t)snprintf(buf + o2, len - o2, ", dims=(%s)", names);
+	if (o2 < len)
+		snprintf(buf + o2, len - o2, ")");
+	return 0;
+}
+
 static struct ct_param *param_slot(struct walk *w)
 {
 	struct ct_params *out = w->out;
