@@ -7,6 +7,7 @@
 #include "commtrace/pyoffsets.h"
 #include "python/opvals.h"
 #include "python/params.h"
+#include "python/symbolize.h"
 
 #define TYPE_CACHE     1024 /* (pid, type) slots, direct-mapped */
 #define TYPE_BASES_MAX 16   /* tp_base links followed */
@@ -39,10 +40,8 @@ static int type_name(pid_t pid, const struct ct_py_offsets *o, uint64_t type, ch
 	uint64_t name;
 	int err = ct_py_read_mem(pid, type + o->type_name, &name, sizeof(name));
 
-	/* A C string of unknown length: read what fits, it is cut at the first NUL. */
 	if (!err)
-		err = ct_py_read_mem(pid, name, buf, len - 1);
-	buf[len - 1] = '\0';
+		err = ct_py_read_cstr(pid, name, buf, len); /* page by page: near a mapping's end */
 	return err;
 }
 
