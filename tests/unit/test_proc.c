@@ -471,3 +471,15 @@ TEST(proc_parse_pid_list)
 	ASSERT_EQ(ct_parse_pid_list(NULL, out, 4), -EINVAL, "NULL");
 	ASSERT_EQ(ct_parse_pid_list("1", out, 0), -EINVAL, "max 0");
 }
+
+/* The index comes from recorded data: any int is answered, never overflowed (fuzz_replay). */
+TEST(proc_rank_var_index)
+{
+	ASSERT_STREQ(ct_proc_rank_var(0), "RANK", "first");
+	ASSERT_STREQ(ct_proc_rank_var(1), "OMPI_COMM_WORLD_RANK", "second");
+	ASSERT_STREQ(ct_proc_rank_var(5), "MV2_COMM_WORLD_RANK", "last");
+	ASSERT_TRUE(ct_proc_rank_var(6) == NULL, "past the end");
+	ASSERT_TRUE(ct_proc_rank_var(-1) == NULL, "negative");
+	ASSERT_TRUE(ct_proc_rank_var(INT_MAX) == NULL, "INT_MAX");
+	ASSERT_TRUE(ct_proc_rank_var(1717986916) == NULL, "the fuzzer's value");
+}

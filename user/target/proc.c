@@ -331,8 +331,9 @@ static const char *const rank_vars[] = {
 
 const char *ct_proc_rank_var(int i)
 {
-	return i >= 0 && 2 * i < (int)(sizeof(rank_vars) / sizeof(rank_vars[0])) ? rank_vars[2 * i]
-										 : NULL;
+	/* i comes from recorded data (--record): compared before it is doubled */
+	return i >= 0 && (size_t)i < sizeof(rank_vars) / sizeof(rank_vars[0]) / 2 ? rank_vars[2 * i]
+										  : NULL;
 }
 
 int ct_proc_rank(pid_t pid, int *world)
