@@ -209,7 +209,7 @@ static void on_call(struct ct_session *s, const struct ct_call_event *ev)
 	if (s->diag)
 		diag_call(s, p, ev, fn, d, sent > recv ? sent : recv, dtype, diag_node);
 	if (s->chrome) /* --chrome: after the tree, whose node the slice names */
-		ct_chrome_call(s, p, ev, fn, d, sent, recv, dtype);
+		ct_chrome_call(s, p, ev, fn, d, sent, recv, dtype, op);
 	if (ct_verbose >= 2) {
 		/* op and root/peer: only where the function takes one */
 		const char *role = ct_peer_role(fn);

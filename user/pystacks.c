@@ -392,7 +392,7 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 	/* Innermost first from BPF; the tree wants the outermost first. */
 	for (int i = n - 1; i >= 0; i--) {
 		const struct ct_pyframe_raw *raw = &ev->py.frames[i];
-		const struct ct_pyframe f = st->frames_buf[i];
+		const struct ct_pyframe *f = &st->frames_buf[i];
 		const struct ct_rule *r;
 		int rc = st->frames_rc[i];
 
@@ -404,13 +404,13 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 			continue;
 		}
 		if (i < CT_TREE_MAX_STACK) {
-			stack[i].qualname = ct_intern(f.qualname);
-			stack[i].file = ct_intern(f.filename);
-			stack[i].line = f.line;
+			stack[i].qualname = ct_intern(f->qualname);
+			stack[i].file = ct_intern(f->filename);
+			stack[i].line = f->line;
 			if (i + 1 > nstack)
 				nstack = i + 1;
 		}
-		r = role_of(st, p->pid, raw->code, &f);
+		r = role_of(st, p->pid, raw->code, f);
 		if (!r)
 			continue;
 		switch (r->role) {
@@ -420,8 +420,8 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 		case CT_ROLE_HELPER:
 			if (!helper)
 				helper = ct_intern(r->name_from == CT_NAME_QUALNAME
-						       ? f.qualname
-						       : short_func(f.qualname));
+						       ? f->qualname
+						       : short_func(f->qualname));
 			break;
 		case CT_ROLE_MODULE:
 		case CT_ROLE_OP:
@@ -444,7 +444,7 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 			t->code = raw->code;
 			t->self = self;
 			t->instr = raw->instr;
-			t->name = node_name(st, p, r, &f, type, parent_module, parent_fqn, self,
+			t->name = node_name(st, p, r, f, type, parent_module, parent_fqn, self,
 					    raw->arg1);
 			if (type == CT_NODE_MODULE) {
 				parent_fqn = t->name;

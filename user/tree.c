@@ -347,15 +347,26 @@ void ct_tree_set_values(struct ct_tree *t, int32_t node, bool outputs, const str
 		t->nodes[node].inputs = iv;
 }
 
+size_t ct_shape_format(char *buf, size_t len, const int64_t *shape, int ndim)
+{
+	size_t o = 0;
+
+	if (len)
+		buf[0] = '\0';
+	for (int d = 0; d < ndim && o < len; d++)
+		o += (size_t)snprintf(buf + o, len - o, "%s%lld", d ? ", " : "[",
+				      (long long)shape[d]);
+	if (ndim >= 0 && o < len)
+		o += (size_t)snprintf(buf + o, len - o, "%s", ndim ? "]" : "[]");
+	return o < len ? o : len;
+}
+
 void ct_value_format(const struct ct_value *v, char *buf, size_t len)
 {
 	size_t o = (size_t)snprintf(buf, len, "%s", v->kind ? v->kind : "?");
 
-	for (int d = 0; d < v->ndim && o < len; d++)
-		o += (size_t)snprintf(buf + o, len - o, "%s%lld", d ? ", " : "[",
-				      (long long)v->shape[d]);
-	if (v->ndim >= 0 && o < len)
-		snprintf(buf + o, len - o, "%s", v->ndim ? "]" : "[]");
+	if (o < len)
+		ct_shape_format(buf + o, len - o, v->shape, v->ndim);
 }
 
 void ct_values_format(const struct ct_values *vs, char *buf, size_t len)

@@ -147,6 +147,8 @@ void ct_tree_set_duration(struct ct_tree *t, int32_t node, uint64_t duration);
 int32_t ct_tree_enter(struct ct_tree *t, uint32_t tid, uint8_t type, const char *name,
 		      uint64_t code, uint64_t self, uint64_t ts);
 void ct_tree_exit(struct ct_tree *t, uint32_t tid, int32_t node, uint64_t ts);
+/* "[4, 16]" ("[]" for 0 dims, "" for ndim < 0); the length written (cut to len - 1). */
+size_t ct_shape_format(char *buf, size_t len, const int64_t *shape, int ndim);
 /* "DTensor[4, 16]", "float"; and a list: "[DTensor[4, 16], Parameter[16], +1 more]". */
 void ct_value_format(const struct ct_value *v, char *buf, size_t len);
 void ct_values_format(const struct ct_values *vs, char *buf, size_t len);

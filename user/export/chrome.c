@@ -603,6 +603,7 @@ static bool emit_call(struct ct_chrome *c, struct ct_proc *p, const struct cthre
 		      const struct pend *pd, int depth, uint64_t end, bool returned)
 {
 	const struct ct_func *fn = pd->fn;
+	const char *role = ct_peer_role(fn);
 	const struct ct_node *n = NULL;
 	int32_t gs = pd->val[CT_V_COMM_SIZE] ? (int32_t)pd->val[CT_V_COMM_SIZE] : -1;
 	char ident[48];
@@ -629,8 +630,8 @@ static bool emit_call(struct ct_chrome *c, struct ct_proc *p, const struct cthre
 		ct_sbuf_printf(&c->b, ",\"op\":");
 		ct_sbuf_jstr(&c->b, pd->op);
 	}
-	if (ct_peer_role(fn)) /* "root" or "peer": a rank in the communicator */
-		ct_sbuf_printf(&c->b, ",\"%s\":%d", ct_peer_role(fn), (int32_t)pd->val[CT_V_PEER]);
+	if (role) /* "root" or "peer": a rank in the communicator */
+		ct_sbuf_printf(&c->b, ",\"%s\":%d", role, (int32_t)pd->val[CT_V_PEER]);
 	ct_sbuf_printf(&c->b,
 		       ",\"bytes_sent\":%llu,\"bytes_received\":%llu,"
 		       "\"communicator\":\"0x%llx\",\"group_size\":",
@@ -712,7 +713,7 @@ static int32_t tree_node_of(const struct ct_proc *p, uint32_t tid)
 
 void ct_chrome_call(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
 		    const struct ct_func *fn, const struct ct_libdesc *d, uint64_t sent,
-		    uint64_t recv, const char *dtype)
+		    uint64_t recv, const char *dtype, const char *op)
 {
 	struct ct_chrome *c = chrome_of(s);
 	struct ct_xhalf h = {.pid = ev->hdr.pid, .tid = ev->hdr.tid, .ts = ev->hdr.ts};
@@ -743,8 +744,7 @@ void ct_chrome_call(struct ct_session *s, struct ct_proc *p, const struct ct_cal
 	pd->sent = sent;
 	pd->recv = recv;
 	pd->dtype = dtype;
-	/* Named now: the process' library handles are gone once it exits. */
-	pd->op = ct_func_reads(fn, CT_V_OP) ? ct_op_name(p, d, ev->val[CT_V_OP]) : NULL;
+	pd->op = op; /* named by events.c at the call: the library handles go with the process */
 	memcpy(pd->val, ev->val, sizeof(pd->val));
 	pd->node = depth == 0 && ev->py.nframes ? tree_node_of(p, ev->hdr.tid) : -1;
 	/* ct_fstats.calls was counted for this call just before: the per-function sequence. */

@@ -147,7 +147,7 @@ int ct_chrome_open(struct ct_session *s, const struct ct_chrome_opts *o);
 /* One-line hooks from events.c. node: the call's tree node, or -1. */
 void ct_chrome_call(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
 		    const struct ct_func *fn, const struct ct_libdesc *d, uint64_t sent,
-		    uint64_t recv, const char *dtype);
+		    uint64_t recv, const char *dtype, const char *op);
 void ct_chrome_ret(struct ct_session *s, struct ct_proc *p, const struct ct_ret_event *ev);
 /*
  * Writes what is still open (calls in flight, the call tree's module/op slices, the

@@ -127,15 +127,12 @@ static void params_lines(const struct ct_proc *p, FILE *out)
 	for (uint32_t i = 0; i < ps->n; i++) {
 		const struct ct_param *pa = &ps->v[i];
 
-		fprintf(out, "# parameter %s %s %s ", pa->fqn, pa->type,
-			pa->dtype ? pa->dtype : "?");
-		if (pa->ndim < 0)
-			fputc('?', out);
-		for (int d = 0; d < pa->ndim; d++)
-			fprintf(out, "%s%lld", d ? ", " : "[", (long long)pa->shape[d]);
-		if (pa->ndim >= 0)
-			fputs(pa->ndim ? "]" : "[]", out);
-		fprintf(out, "%s%s\n", pa->placements[0] ? " " : "", pa->placements);
+		char shape[CT_PARAM_DIMS_MAX * 24];
+
+		ct_shape_format(shape, sizeof(shape), pa->shape, pa->ndim);
+		fprintf(out, "# parameter %s %s %s %s%s%s\n", pa->fqn, pa->type,
+			pa->dtype ? pa->dtype : "?", pa->ndim < 0 ? "?" : shape,
+			pa->placements[0] ? " " : "", pa->placements);
 	}
 	if (ps->dropped)
 		fprintf(out, "# parameters: %u more not listed (cap %d)\n", ps->dropped,

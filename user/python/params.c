@@ -33,6 +33,7 @@
 #include "python/objects.h"
 #include "python/params.h"
 #include "python/symbolize.h"
+#include "tree.h"
 
 #define TI_HDR_MAX	256   /* TensorImpl bytes read per tensor (the fields above) */
 #define SEEN_SLOTS	32768 /* >= 2 * (CT_PARAMS_MAX + CT_PARAMS_MODULES), a power of 2 */
@@ -470,14 +471,9 @@ int ct_tensor_mesh(pid_t pid, const struct ct_py_offsets *o, const struct ct_tor
 					       i ? ", " : "", name);
 		}
 	}
-	o2 = (size_t)snprintf(buf, len, "DeviceMesh(%s, shape=", dev);
-	if (t.ndim < 0 && o2 < len)
-		o2 += (size_t)snprintf(buf + o2, len - o2, "?");
-	for (int d = 0; d < t.ndim && o2 < len; d++)
-		o2 += (size_t)snprintf(buf + o2, len - o2, "%s%lld", d ? ", " : "[",
-				       (long long)t.shape[d]);
-	if (t.ndim >= 0 && o2 < len)
-		o2 += (size_t)snprintf(buf + o2, len - o2, "%s", t.ndim ? "]" : "[]");
+	o2 = (size_t)snprintf(buf, len, "DeviceMesh(%s, shape=%s", dev, t.ndim < 0 ? "?" : "");
+	if (o2 < len)
+		o2 += ct_shape_format(buf + o2, len - o2, t.shape, t.ndim);
 	if (names[0] && o2 < len)
 		o2 += (size_t)snprintf(buf + o2, len - o2, ", dims=(%s)", names);
 	if (o2 < len)
