@@ -20,7 +20,10 @@
    ns per record with sampling off and on, against the same loop without the recorder.
    The CUDA kernel's own on/off cost needs a GPU: `megakernel --cost`, scripts/gpu-check.sh.
 
-`scripts/bench.py [mpi|pystack|training|ops|events|pyevents|memory|offline|devprof]...`:
+8. detach: attaching to and detaching from a running 2-rank DDP job, with uprobe_multi
+   links and with one perf-event link per probe: seconds each way.
+
+`scripts/bench.py [mpi|pystack|training|ops|events|pyevents|memory|offline|devprof|detach]...`:
 only those.
 
 Run as root. Each configuration runs REPEAT times and the median is kept; the machine is
@@ -419,13 +422,65 @@ def bench_devprof():
           "build/progs/megakernel --cost, run by scripts/gpu-check.sh")
 
 
+def bench_detach():
+    """Attaching to and detaching from a running 2-rank DDP job (Gloo, PyTorch 1.13, Python
+    stacks): seconds from start to "attached:", and from SIGINT to the tracer's exit, with
+    uprobe_multi links (the default where the kernel has them) and with one perf-event link
+    per probe (COMMTRACE_UPROBE_MULTI=0), which waits for the kernel once per probe."""
+    out = Path(tempfile.mkdtemp(prefix="commtrace-bench."))
+    ddp = (f"/usr/bin/python3 {WORK / 'train_ddp.py'} --steps 1000000 --step-sleep 0.01 "
+           f"--ready-file {out / 'ready'}")
+    job = subprocess.Popen(["sh", "-c", "export MASTER_ADDR=127.0.0.1 MASTER_PORT=29790 "
+                            f"WORLD_SIZE=2; RANK=1 {ddp} & RANK=0 {ddp}; wait"],
+                           start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        ready = [out / f"ready.{r}" for r in (0, 1)]
+        while not all(f.exists() and f.read_text().endswith("\n") for f in ready):
+            if time.time() > deadline or job.poll() is not None:
+                raise SystemExit("bench: the DDP job did not start")
+            time.sleep(0.1)
+        pids = ",".join(f.read_text().strip() for f in ready)
+        rows = []
+        for mode, env in (("uprobe_multi links", None),
+                          ("perf-event links", dict(os.environ, COMMTRACE_UPROBE_MULTI="0"))):
+            att, det, probes = [], [], 0
+            for _ in range(REPEAT):
+                t0 = time.monotonic()
+                tr = subprocess.Popen([TRACER, "-p", pids, "--json", out / "t.json"], env=env,
+                                      stderr=subprocess.PIPE, text=True)
+                for line in tr.stderr:
+                    if line.startswith("attached:"):
+                        probes = int(line.split()[1])
+                        break
+                else:
+                    raise SystemExit(f"bench: the tracer exited ({tr.wait()}) unattached")
+                att.append(time.monotonic() - t0)
+                time.sleep(1)
+                t1 = time.monotonic()
+                tr.send_signal(signal.SIGINT)
+                tr.stderr.read()
+                if tr.wait(120) != 0:
+                    raise SystemExit(f"bench: the tracer failed ({tr.returncode})")
+                det.append(time.monotonic() - t1)
+            rows.append((mode, probes, statistics.median(att), statistics.median(det)))
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+        shutil.rmtree(out, ignore_errors=True)
+    print("\nAttach and detach, 2 running DDP ranks (Gloo, stacks): seconds")
+    print(f"  {'links':<22} {'probes':>7} {'attach':>8} {'detach':>8} {'detach ratio':>13}")
+    for mode, probes, a, d in rows:
+        print(f"  {mode:<22} {probes:>7} {a:>8.2f} {d:>8.2f} {d / rows[0][3]:>13.1f}")
+
+
 def main():
     if os.geteuid() != 0:
         sys.exit("bench: needs root (BPF)")
     print(f"commtrace bench: {os.uname().nodelen if hasattr(os.uname(), 'nodelen') else ''}"
           f"{os.cpu_count()} CPUs, kernel {os.uname().release}, median of {REPEAT} runs")
     which = sys.argv[1:] or ["mpi", "pystack", "training", "ops", "events", "pyevents",
-                             "memory", "offline", "devprof"]
+                             "memory", "offline", "devprof", "detach"]
     if "mpi" in which:
         bench_mpi()
     if "pystack" in which:
@@ -444,6 +499,8 @@ def main():
         bench_offline()
     if "devprof" in which:
         bench_devprof()
+    if "detach" in which:
+        bench_detach()
 
 
 if __name__ == "__main__":

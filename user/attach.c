@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "commtrace.skel.h"
@@ -61,6 +62,74 @@ const char *ct_bpf_unavailable_reason(void)
 	return NULL;
 }
 
+/*
+ * uprobe_multi links (Linux 6.6+), created with the bpf syscall: this libbpf (1.1)
+ * predates them. The fields are union bpf_attr's link_create as of Linux 6.6.
+ */
+#define CT_TRACE_UPROBE_MULTI	 48 /* enum bpf_attach_type: BPF_TRACE_UPROBE_MULTI */
+#define CT_F_UPROBE_MULTI_RETURN 1U /* BPF_F_UPROBE_MULTI_RETURN */
+
+struct uprobe_multi_attr {
+	__u32 prog_fd, target_fd, attach_type, flags;
+	__u64 path, offsets, ref_ctr_offsets, cookies;
+	__u32 cnt, multi_flags, pid;
+};
+
+static int uprobe_multi_link(int prog_fd, const char *path, const uint64_t *offs,
+			     const uint64_t *cookies, size_t n, bool ret, __u32 pid)
+{
+	struct uprobe_multi_attr a;
+	long fd;
+
+	memset(&a, 0, sizeof(a));
+	a.prog_fd = (__u32)prog_fd;
+	a.attach_type = CT_TRACE_UPROBE_MULTI;
+	a.path = (__u64)(uintptr_t)path;
+	a.offsets = (__u64)(uintptr_t)offs;
+	a.cookies = (__u64)(uintptr_t)cookies;
+	a.cnt = (__u32)n;
+	a.multi_flags = ret ? CT_F_UPROBE_MULTI_RETURN : 0;
+	a.pid = pid;
+	fd = syscall(__NR_bpf, BPF_LINK_CREATE, &a, sizeof(a));
+	return fd < 0 ? -errno : (int)fd;
+}
+
+/*
+ * Whether the kernel has uprobe_multi links with process-wide PID filtering (as libbpf
+ * probes it): a link on a directory is refused with EBADF once its other fields pass,
+ * and a negative pid with EINVAL first where the PID filter is the fixed, process-wide
+ * one (the first kernels with uprobe_multi filtered by thread).
+ */
+static bool probe_uprobe_multi(void)
+{
+	const struct bpf_insn insns[] = {
+	    {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
+	    {.code = BPF_JMP | BPF_EXIT},
+	};
+	LIBBPF_OPTS(bpf_prog_load_opts, po, .expected_attach_type = CT_TRACE_UPROBE_MULTI);
+	const char *env = getenv("COMMTRACE_UPROBE_MULTI");
+	uint64_t off = 0;
+	int prog, fd;
+	bool ok;
+
+	if (env && !strcmp(env, "0"))
+		return false;
+	prog = bpf_prog_load(BPF_PROG_TYPE_KPROBE, "ct_probe_multi", "GPL", insns, ARRAY_LEN(insns),
+			     &po);
+	if (prog < 0)
+		return false;
+	fd = uprobe_multi_link(prog, "/", &off, NULL, 1, false, 0);
+	ok = fd == -EBADF;
+	if (ok) {
+		fd = uprobe_multi_link(prog, "/", &off, NULL, 1, false, (__u32)-1);
+		ok = fd == -EINVAL;
+	}
+	if (fd >= 0)
+		close(fd);
+	close(prog);
+	return ok;
+}
+
 int ct_bpf_open_load(struct ct_session *s)
 {
 	struct commtrace *skel;
@@ -91,8 +160,20 @@ int ct_bpf_open_load(struct ct_session *s)
 		return err;
 	}
 	/* Attached by hand, per library and process, with a cookie each. */
-	bpf_program__set_autoattach(skel->progs.ct_entry, false);
-	bpf_program__set_autoattach(skel->progs.ct_exit, false);
+	s->uprobe_multi = probe_uprobe_multi();
+	{
+		struct bpf_program *up[] = {skel->progs.ct_entry, skel->progs.ct_exit,
+					    skel->progs.ct_py_enter, skel->progs.ct_py_exit};
+
+		for (size_t i = 0; i < ARRAY_LEN(up); i++) {
+			bpf_program__set_autoattach(up[i], false);
+			if (s->uprobe_multi)
+				bpf_program__set_expected_attach_type(
+				    up[i], (enum bpf_attach_type)CT_TRACE_UPROBE_MULTI);
+		}
+	}
+	ct_info("commtrace: probes attach as %s\n",
+		s->uprobe_multi ? "uprobe_multi links" : "one perf-event link each");
 
 	err = commtrace__load(skel);
 	if (err) {
@@ -126,77 +207,124 @@ int ct_bpf_open_load(struct ct_session *s)
 	return 0;
 }
 
-static int push_link(struct bpf_link ***links, size_t *n, size_t *cap, struct bpf_link *l)
+static int push_link(struct ct_links *l, struct ct_link k)
 {
-	if (*n == *cap) {
-		size_t c = *cap ? *cap * 2 : 64;
-		struct bpf_link **a = realloc(*links, c * sizeof(*a));
+	if (l->n == l->cap) {
+		size_t c = l->cap ? l->cap * 2 : 16;
+		struct ct_link *a = realloc(l->v, c * sizeof(*a));
 
 		if (!a)
 			return -ENOMEM;
-		*links = a;
-		*cap = c;
+		l->v = a;
+		l->cap = c;
 	}
-	(*links)[(*n)++] = l;
+	l->v[l->n++] = k;
 	return 0;
 }
 
-static int proc_link(struct ct_proc *p, struct bpf_link *l)
+/* Attach prog (a return probe when ret) at the n file offsets of path, for pid (-1: every
+ * process): one uprobe_multi link, or n libbpf links. All or none are added to out. */
+static int attach_prog(struct ct_session *s, struct bpf_program *prog, const char *path,
+		       const uint64_t *offs, const uint64_t *cookies, size_t n, bool ret, pid_t pid,
+		       struct ct_links *out)
 {
-	int err = push_link(&p->links, &p->n_links, &p->cap_links, l);
+	size_t mark = out->n;
+	int err = 0;
 
+	if (s->uprobe_multi) {
+		/* pid 0: every process */
+		int fd = uprobe_multi_link(bpf_program__fd(prog), path, offs, cookies, n, ret,
+					   pid < 0 ? 0 : (__u32)pid);
+
+		if (fd < 0)
+			return fd;
+		err = push_link(out, (struct ct_link){.fd = fd, .probes = (unsigned)n});
+		if (err)
+			close(fd);
+		return err;
+	}
+	for (size_t i = 0; i < n && !err; i++) {
+		LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = cookies[i], .retprobe = ret);
+		struct bpf_link *bl =
+		    bpf_program__attach_uprobe_opts(prog, pid, path, offs[i], &uo);
+
+		err =
+		    bl ? push_link(out, (struct ct_link){.bl = bl, .fd = -1, .probes = 1}) : -errno;
+		if (bl && err)
+			bpf_link__destroy(bl);
+	}
 	if (err)
-		bpf_link__destroy(l);
+		ct_links_destroy(out, mark);
 	return err;
 }
 
-int ct_bpf_attach_func(struct ct_session *s, struct ct_proc *p, struct ct_file *f,
-		       uint32_t probe_id, const struct ct_sym_found *sym, pid_t pid)
+/* Entry and return probes of one program pair at the same offsets: both or neither. */
+static int attach_pair(struct ct_session *s, struct bpf_program *entry, struct bpf_program *exit,
+		       const char *path, const uint64_t *offs, const uint64_t *cookies, size_t n,
+		       pid_t pid, struct ct_links *out)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = probe_id);
-	struct bpf_link *l[2];
-	int err = 0;
+	size_t mark = out->n;
+	int err = attach_prog(s, entry, path, offs, cookies, n, false, pid, out);
 
-	l[0] = bpf_program__attach_uprobe_opts(s->skel->progs.ct_entry, pid, f->path, sym->file_off,
-					       &uo);
-	if (!l[0])
-		return -errno;
-	uo.retprobe = true;
-	l[1] = bpf_program__attach_uprobe_opts(s->skel->progs.ct_exit, pid, f->path, sym->file_off,
-					       &uo);
-	if (!l[1]) {
-		err = -errno;
-		bpf_link__destroy(l[0]);
-		return err;
-	}
-	for (int i = 0; i < 2; i++) {
-		if (pid >= 0) {
-			err = proc_link(p, l[i]);
-		} else {
-			err = push_link(&f->links, &f->n_links, &f->cap_links, l[i]);
-			if (err)
-				bpf_link__destroy(l[i]);
+	if (!err && (err = attach_prog(s, exit, path, offs, cookies, n, true, pid, out)))
+		ct_links_destroy(out, mark);
+	return err;
+}
+
+int ct_bpf_attach_funcs(struct ct_session *s, struct ct_proc *p, struct ct_file *f)
+{
+	const struct ct_libdesc *d = f->desc;
+	struct ct_links *out = p ? &p->links : &f->links;
+	struct bpf_program *entry = s->skel->progs.ct_entry, *exit = s->skel->progs.ct_exit;
+	pid_t pid = p ? p->pid : -1;
+	uint64_t *offs = calloc(2 * d->n_funcs + 1, sizeof(*offs)), *cookies;
+	size_t n = 0;
+	int err, done = 0;
+
+	if (!offs)
+		return -ENOMEM;
+	cookies = offs + d->n_funcs;
+	for (size_t i = 0; i < d->n_funcs; i++)
+		if (f->funcs[i].found) {
+			offs[n] = f->funcs[i].file_off;
+			cookies[n++] = ct_catalog_base(d) + i;
 		}
-		if (err)
-			return err;
+	err = n ? attach_pair(s, entry, exit, f->path, offs, cookies, n, pid, out) : 0;
+	if (!err)
+		done = (int)n;
+	/* One bad function refuses the whole set: find it, keep the others. */
+	for (size_t i = 0; err && err != -ESRCH && err != -ENOENT && i < n; i++) {
+		int e = attach_pair(s, entry, exit, f->path, &offs[i], &cookies[i], 1, pid, out);
+
+		if (e == -ESRCH || e == -ENOENT) {
+			err = e;
+			break;
+		}
+		if (e)
+			fprintf(stderr, "commtrace: pid %d: attaching %s in %s failed: %s\n", pid,
+				d->funcs[cookies[i] - ct_catalog_base(d)].name, f->path,
+				strerror(-e));
+		else
+			done++;
 	}
-	return 0;
+	free(offs);
+	return err == -ESRCH || err == -ENOENT ? err : done;
 }
 
 int ct_bpf_attach_ldso(struct ct_session *s, const char *path)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = ct_catalog_base(&ct_lib_ldso));
+	uint64_t cookie = ct_catalog_base(&ct_lib_ldso), off;
 	char err[256];
 	struct ct_file *f;
-	struct bpf_link *l;
 	struct stat st;
+	int rc;
 
 	if (stat(path, &st))
 		return -errno;
 	for (int i = 0; i < s->n_ldso; i++)
 		if (s->ldso_files[i].dev == st.st_dev && s->ldso_files[i].ino == st.st_ino)
 			return 0;
-	if (s->n_ldso == (int)ARRAY_LEN(s->ldso_links))
+	if (s->n_ldso == (int)ARRAY_LEN(s->ldso_files))
 		return -ENOSPC;
 	f = ct_file_get(s, path, &ct_lib_ldso, err, sizeof(err));
 	if (!f || !f->funcs[0].found) {
@@ -206,11 +334,11 @@ int ct_bpf_attach_ldso(struct ct_session *s, const char *path)
 		return -ENOENT;
 	}
 	/* File-wide (pid -1), filtered in BPF by the traced set: no race with a new exec. */
-	l = bpf_program__attach_uprobe_opts(s->skel->progs.ct_entry, -1, f->path,
-					    f->funcs[0].file_off, &uo);
-	if (!l)
-		return -errno;
-	s->ldso_links[s->n_ldso] = l;
+	off = f->funcs[0].file_off;
+	rc = attach_prog(s, s->skel->progs.ct_entry, f->path, &off, &cookie, 1, false, -1,
+			 &s->ldso_links);
+	if (rc)
+		return rc;
 	s->ldso_files[s->n_ldso].dev = st.st_dev;
 	s->ldso_files[s->n_ldso].ino = st.st_ino;
 	s->n_ldso++;
@@ -219,30 +347,17 @@ int ct_bpf_attach_ldso(struct ct_session *s, const char *path)
 
 int ct_bpf_attach_pyops(struct ct_session *s, struct ct_proc *p, const char *path, uint64_t off)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, uo);
-	struct bpf_link *l;
-	int err;
+	uint64_t cookie = 0;
 
-	l = bpf_program__attach_uprobe_opts(s->skel->progs.ct_py_enter, p->pid, path, off, &uo);
-	if (!l)
-		return -errno;
-	err = proc_link(p, l);
-	if (err)
-		return err;
-	uo.retprobe = true;
-	l = bpf_program__attach_uprobe_opts(s->skel->progs.ct_py_exit, p->pid, path, off, &uo);
-	if (!l)
-		return -errno;
-	return proc_link(p, l);
+	return attach_pair(s, s->skel->progs.ct_py_enter, s->skel->progs.ct_py_exit, path, &off,
+			   &cookie, 1, p->pid, &p->links);
 }
 
 int ct_bpf_attach_entry(struct ct_session *s, struct ct_proc *p)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, uo, .bpf_cookie = ct_catalog_base(&ct_lib_ldso));
+	uint64_t cookie = ct_catalog_base(&ct_lib_ldso), off;
 	char exe[64], err[256];
 	struct ct_elf *e;
-	struct bpf_link *l;
-	uint64_t off;
 	int rc;
 
 	/* /proc/PID/exe names the inode itself, wherever the target's root is. */
@@ -254,10 +369,8 @@ int ct_bpf_attach_entry(struct ct_session *s, struct ct_proc *p)
 	ct_elf_close(e);
 	if (rc)
 		return rc;
-	l = bpf_program__attach_uprobe_opts(s->skel->progs.ct_entry, p->pid, exe, off, &uo);
-	if (!l)
-		return -errno;
-	return proc_link(p, l);
+	return attach_prog(s, s->skel->progs.ct_entry, exe, &off, &cookie, 1, false, p->pid,
+			   &p->links);
 }
 
 int ct_bpf_trace_pid(struct ct_session *s, pid_t pid)
@@ -295,7 +408,7 @@ void ct_bpf_read_drops(struct ct_session *s)
 void ct_bpf_close(struct ct_session *s)
 {
 	ct_links_wait(); /* the exited processes' probes, before the programs go */
-	ct_links_destroy(s->ldso_links, (size_t)s->n_ldso);
+	ct_links_destroy(&s->ldso_links, 0);
 	s->n_ldso = 0;
 	ring_buffer__free(s->rb);
 	s->rb = NULL;

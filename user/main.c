@@ -197,14 +197,14 @@ static int attach_ldso_self(struct ct_session *s)
 
 static int count_probes(struct ct_session *s, char *libs, size_t len)
 {
-	int n = s->n_ldso, off = 0;
+	int n = (int)ct_links_probes(&s->ldso_links), off = 0;
 	int per_lib[CT_LIB_MAX] = {0};
 
 	for (int i = 0; i < s->n_files; i++)
-		n += (int)s->files[i]->n_links;
+		n += (int)ct_links_probes(&s->files[i]->links);
 
 	for (int i = 0; i < s->n_procs; i++) {
-		n += (int)s->procs[i]->n_links;
+		n += (int)ct_links_probes(&s->procs[i]->links);
 		for (int k = 0; k < s->procs[i]->n_libs; k++)
 			per_lib[s->procs[i]->libs[k].file->desc->lib]++;
 	}
@@ -492,7 +492,12 @@ int main(int argc, char **argv)
 			fprintf(stderr, "commtrace-bpf: BPF unavailable: %s\n", why);
 			return CT_EXIT_NOPRIV;
 		}
-		fprintf(stderr, "commtrace-bpf: BPF uprobes usable\n");
+		fprintf(stderr, "commtrace-bpf: BPF uprobes usable (%s)\n",
+			s.uprobe_multi
+			    ? "uprobe_multi links: one per library and process"
+			    : "one perf-event link per probe: no uprobe_multi links with a "
+			      "process-wide PID filter in this kernel, or "
+			      "COMMTRACE_UPROBE_MULTI=0");
 		return 0;
 	}
 	if (o.dry_run) {

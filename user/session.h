@@ -56,6 +56,22 @@ struct ct_opts {
 	const char *metrics_addr; /* --metrics [ADDR:]PORT (user/metrics/), or NULL */
 };
 
+/*
+ * One attachment: a libbpf link (one uprobe), or the fd of a uprobe_multi link, which
+ * holds the probes of one program on one file for one process (Linux 6.6+) and detaches
+ * them all with one wait for the kernel's grace period instead of one each.
+ */
+struct ct_link {
+	struct bpf_link *bl; /* or NULL, and fd */
+	int fd;
+	unsigned int probes;
+};
+
+struct ct_links {
+	struct ct_link *v;
+	size_t n, cap;
+};
+
 /* One resolved library file, shared by every process that maps it. */
 struct ct_file {
 	dev_t dev;
@@ -68,8 +84,7 @@ struct ct_file {
 	int n_found;
 	uint64_t base_vaddr; /* ct_elf_base_vaddr() */
 	/* Launch mode: probes on the file for every process, filtered in BPF by the traced set. */
-	struct bpf_link **links;
-	size_t n_links, cap_links;
+	struct ct_links links;
 	bool wide;
 };
 
@@ -80,7 +95,7 @@ struct ct_libinst {
 	uint64_t map_start, map_off; /* one executable mapping, for runtime addresses */
 	uint64_t *dtype_addr;	     /* runtime addresses of dtype objects */
 	uint64_t *op_addr;
-	int n_links;
+	int n_probes; /* functions probed (entry and return) */
 };
 
 struct ct_thread_name {
@@ -104,8 +119,7 @@ struct ct_proc {
 	char comm[16];
 	struct ct_libinst libs[CT_MAX_LIBINST];
 	int n_libs;
-	struct bpf_link **links;
-	size_t n_links, cap_links;
+	struct ct_links links;
 	struct ct_fstats **stats; /* indexed by probe id, allocated on first call */
 	struct ct_thread_name threads[CT_MAX_THREADS];
 	struct ct_tree tree; /* seed 000's records, from the Python stacks */
@@ -139,12 +153,13 @@ struct ct_session {
 	struct ct_opts *opts;
 	struct ct_pystate *py;
 	struct commtrace *skel;
+	bool uprobe_multi; /* probes attach as uprobe_multi links (ct_bpf_open_load) */
 	struct ring_buffer *rb;
 	struct ct_proc *procs[CT_MAX_TARGETS];
 	int n_procs;
 	struct ct_file *files[CT_MAX_FILES];
 	int n_files;
-	struct bpf_link *ldso_links[8]; /* file-wide _dl_debug_state probes */
+	struct ct_links ldso_links; /* file-wide _dl_debug_state probes */
 	struct {
 		dev_t dev;
 		ino_t ino;
@@ -175,8 +190,11 @@ struct ct_proc *ct_proc_add(struct ct_session *s, pid_t pid);
  * Returns the number of library instances newly attached, or -errno. */
 int ct_proc_scan(struct ct_session *s, struct ct_proc *p);
 void ct_proc_detach(struct ct_session *s, struct ct_proc *p);
-/* Destroy n links (several at once: each close waits for the kernel). */
-void ct_links_destroy(struct bpf_link **links, size_t n);
+/* Destroy the links from index `from` on (several at once: each close waits for the
+ * kernel); free the array when from is 0. */
+void ct_links_destroy(struct ct_links *l, size_t from);
+/* Probes held by the links. */
+size_t ct_links_probes(const struct ct_links *l);
 /* Wait until the links of the processes detached so far are gone (ct_proc_detach()
  * hands them to a background thread). */
 void ct_links_wait(void);
@@ -198,9 +216,12 @@ void ct_session_free(struct ct_session *s);
 
 /* attach.c: BPF lifecycle */
 int ct_bpf_open_load(struct ct_session *s);
-/* pid -1: on the file for every process (launch mode), links kept by the file. */
-int ct_bpf_attach_func(struct ct_session *s, struct ct_proc *p, struct ct_file *f,
-		       uint32_t probe_id, const struct ct_sym_found *sym, pid_t pid);
+/*
+ * Entry and return probes on every function found in f, for p; p NULL: on the file for
+ * every process (launch mode), links kept by the file. The number of functions probed, or
+ * -ESRCH/-ENOENT when the process is gone.
+ */
+int ct_bpf_attach_funcs(struct ct_session *s, struct ct_proc *p, struct ct_file *f);
 int ct_bpf_attach_ldso(struct ct_session *s, const char *path);
 int ct_bpf_trace_pid(struct ct_session *s, pid_t pid);
 /* A probe on the executable's entry point: all its startup libraries are mapped then. */

@@ -89,27 +89,36 @@ void ct_proc_set_thread_name(struct ct_proc *p, pid_t tid, const char *name)
 }
 
 /*
- * Detaching waits: closing a uprobe's perf event waits for the kernel's uprobe grace
- * period (~80 ms measured here), so the ~200 links of two Gloo ranks closed one after the
- * other took 16 s. Closed from several threads at once, the waits overlap.
+ * Detaching waits: closing a uprobe link waits for the kernel's uprobe grace period
+ * (~80 ms measured here). One perf-event link per probe, the ~200 links of two Gloo ranks
+ * closed one after the other took 16 s; closed from several threads at once, the waits
+ * overlap. A uprobe_multi link waits once for all its probes.
  */
 #define DETACH_THREADS 16
 
 struct detach_job {
-	struct bpf_link **links;
+	struct ct_link *links;
 	size_t n, first, step;
 };
+
+static void link_destroy(struct ct_link *k)
+{
+	if (k->bl)
+		bpf_link__destroy(k->bl);
+	else if (k->fd >= 0)
+		close(k->fd);
+}
 
 static void *detach_worker(void *arg)
 {
 	const struct detach_job *j = arg;
 
 	for (size_t i = j->first; i < j->n; i += j->step)
-		bpf_link__destroy(j->links[i]);
+		link_destroy(&j->links[i]);
 	return NULL;
 }
 
-void ct_links_destroy(struct bpf_link **links, size_t n)
+static void links_destroy_all(struct ct_link *links, size_t n)
 {
 	struct detach_job jobs[DETACH_THREADS];
 	pthread_t th[DETACH_THREADS];
@@ -127,14 +136,33 @@ void ct_links_destroy(struct bpf_link **links, size_t n)
 			pthread_join(th[t], NULL);
 }
 
+void ct_links_destroy(struct ct_links *l, size_t from)
+{
+	if (from < l->n)
+		links_destroy_all(l->v + from, l->n - from);
+	l->n = from < l->n ? from : l->n;
+	if (!from) {
+		free(l->v);
+		*l = (struct ct_links){0};
+	}
+}
+
+size_t ct_links_probes(const struct ct_links *l)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < l->n; i++)
+		n += l->v[i].probes;
+	return n;
+}
+
 /*
  * A process that exits mid-trace is detached by a background thread, so that the event
  * loop goes on reading the other processes' records (and sees at once when the last one
  * has exited) while the kernel takes its time. ct_links_wait() waits for it to finish.
  */
 struct detach_item {
-	struct bpf_link **links;
-	size_t n;
+	struct ct_links links;
 	struct detach_item *next;
 };
 
@@ -161,8 +189,7 @@ static void *detacher(void *arg)
 		}
 		dq.head = it->next;
 		pthread_mutex_unlock(&dq.lock);
-		ct_links_destroy(it->links, it->n);
-		free(it->links);
+		ct_links_destroy(&it->links, 0);
 		free(it);
 		pthread_mutex_lock(&dq.lock);
 	}
@@ -170,8 +197,8 @@ static void *detacher(void *arg)
 	return NULL;
 }
 
-/* Takes links (malloc'ed) over: destroyed and freed in the background, or here. */
-static void links_destroy_async(struct bpf_link **links, size_t n)
+/* Takes the links over (*l is emptied): destroyed in the background, or here. */
+static void links_destroy_async(struct ct_links *l)
 {
 	struct detach_item *it = malloc(sizeof(*it));
 
@@ -179,7 +206,8 @@ static void links_destroy_async(struct bpf_link **links, size_t n)
 	if (it && !dq.running && !dq.stop)
 		dq.running = !pthread_create(&dq.thread, NULL, detacher, NULL);
 	if (it && dq.running && !dq.stop) {
-		*it = (struct detach_item){.links = links, .n = n, .next = dq.head};
+		*it = (struct detach_item){.links = *l, .next = dq.head};
+		*l = (struct ct_links){0};
 		dq.head = it;
 		pthread_cond_signal(&dq.cond);
 		pthread_mutex_unlock(&dq.lock);
@@ -187,8 +215,7 @@ static void links_destroy_async(struct bpf_link **links, size_t n)
 	}
 	pthread_mutex_unlock(&dq.lock);
 	free(it);
-	ct_links_destroy(links, n);
-	free(links);
+	ct_links_destroy(l, 0);
 }
 
 void ct_links_wait(void)
@@ -207,8 +234,7 @@ static void file_free(struct ct_file *f)
 {
 	if (!f)
 		return;
-	ct_links_destroy(f->links, f->n_links);
-	free(f->links);
+	ct_links_destroy(&f->links, 0);
 	free(f->funcs);
 	free(f->dtypes);
 	free(f->ops);
@@ -404,9 +430,8 @@ static int attach_lib(struct ct_session *s, struct ct_proc *p, const struct scan
 		      const struct ct_map *m, struct ct_file *f)
 {
 	const struct ct_libdesc *d = f->desc;
-	uint32_t base = ct_catalog_base(d);
 	struct ct_libinst *li;
-	int n = 0, err;
+	int n;
 
 	if (p->n_libs == CT_MAX_LIBINST) {
 		fprintf(stderr, "commtrace: pid %d maps more than %d known libraries; %s ignored\n",
@@ -440,21 +465,10 @@ static int attach_lib(struct ct_session *s, struct ct_proc *p, const struct scan
 	 */
 	if (s->opts->cmd && f->wide)
 		return 0;
-	for (size_t i = 0; i < d->n_funcs; i++) {
-		if (!f->funcs[i].found)
-			continue;
-		err =
-		    ct_bpf_attach_func(s, p, f, base + i, &f->funcs[i], s->opts->cmd ? -1 : p->pid);
-		if (err) {
-			if (err == -ESRCH || err == -ENOENT)
-				return err; /* the process is gone */
-			fprintf(stderr, "commtrace: pid %d: attaching %s in %s failed: %s\n",
-				p->pid, d->funcs[i].name, m->path, strerror(-err));
-			continue;
-		}
-		n++;
-	}
-	li->n_links = n;
+	n = ct_bpf_attach_funcs(s, s->opts->cmd ? NULL : p, f);
+	if (n < 0)
+		return n; /* the process is gone */
+	li->n_probes = n;
 	f->wide = s->opts->cmd != NULL;
 	ct_info("commtrace: pid %d: %d probes on %s (%s)\n", p->pid, n, m->path, d->name);
 	return n;
@@ -516,12 +530,7 @@ int ct_proc_scan(struct ct_session *s, struct ct_proc *p)
 
 void ct_proc_detach(struct ct_session *s, struct ct_proc *p)
 {
-	if (p->n_links)
-		links_destroy_async(p->links, p->n_links);
-	else
-		free(p->links);
-	p->links = NULL;
-	p->n_links = p->cap_links = 0;
+	links_destroy_async(&p->links);
 	for (int i = 0; i < p->n_libs; i++)
 		free(p->libs[i].dtype_addr);
 	p->n_libs = 0;
@@ -584,7 +593,7 @@ int ct_prescan_system_libs(struct ct_session *s)
 		while (d && (e = readdir(d))) {
 			const struct ct_libdesc *desc = ct_catalog_match_file(e->d_name);
 			struct ct_file *f;
-			uint32_t base;
+			int n;
 
 			if (!desc || desc == &ct_lib_ldso || !strstr(e->d_name, ".so"))
 				continue;
@@ -599,11 +608,8 @@ int ct_prescan_system_libs(struct ct_session *s)
 			f = ct_file_get(s, real, desc, err, sizeof(err));
 			if (!f || f->wide || !f->n_found)
 				continue;
-			base = ct_catalog_base(desc);
-			for (size_t k = 0; k < desc->n_funcs; k++)
-				if (f->funcs[k].found &&
-				    ct_bpf_attach_func(s, NULL, f, base + k, &f->funcs[k], -1) == 0)
-					attached++;
+			n = ct_bpf_attach_funcs(s, NULL, f);
+			attached += n > 0 ? n : 0;
 			f->wide = true;
 			ct_info("commtrace: pre-attached %s (%s)\n", real, desc->name);
 		}

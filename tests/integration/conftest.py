@@ -67,7 +67,7 @@ def bpf(tracer_path):
             "SKIPPED LOUDLY: `commtrace-bpf --check` says BPF uprobes are unusable here: "
             + " | ".join(why[-5:])
         )
-    return True
+    return r.stderr  # "BPF uprobes usable (how probes attach)"
 
 
 @pytest.fixture(scope="session")

@@ -379,7 +379,7 @@ def test_hccl_dlopen_attach_wait_libs(bpf, progs, reaper, start_tracer, tmp_path
 PAUSE_AT = 3
 
 
-def start_paused_mpi(reaper, start_tracer, tmp_path, iters):
+def start_paused_mpi(reaper, start_tracer, tmp_path, iters, tracer_env=None):
     """Two ranks traced from their first call, both stopped (no MPI call) after PAUSE_AT
     iterations. Returns (mpirun, tracer, pids, progress ledgers at the pause)."""
     wait, progress, out = tmp_path / "go", tmp_path / "progress", tmp_path / "trace.json"
@@ -391,7 +391,7 @@ def start_paused_mpi(reaper, start_tracer, tmp_path, iters):
     pids = [read_pid(f) for f in pid_files]
     for p in pids:
         reaper.add_pid(p)
-    tr = start_tracer(["-p", f"{pids[0]},{pids[1]}", "--json", out])
+    tr = start_tracer(["-p", f"{pids[0]},{pids[1]}", "--json", out], env=tracer_env)
     tr.wait_attached()
     touch(wait)
     ledgers = wait_progress([f"{progress}.{r}" for r in (0, 1)], PAUSE_AT, procs=[mpi])

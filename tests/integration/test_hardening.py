@@ -5,6 +5,7 @@ output files never follow a planted symlink, and a target in its own mount names
 (a container) is traced through /proc/PID/root."""
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -45,6 +46,13 @@ def perf_uprobe_links():
     assert out.returncode == 0, out.stderr
     progs = {p["id"] for p in our_bpf_programs()}
     return [l for l in json.loads(out.stdout or "[]") if l.get("prog_id") in progs]
+
+
+def our_uprobe_link_types():
+    """The types of our programs' uprobe links; bpftool 7.1 names a uprobe_multi link by
+    its number, BPF_LINK_TYPE_UPROBE_MULTI = 12."""
+    return [{12: "uprobe_multi"}.get(l["type"], l["type"]) for l in perf_uprobe_links()
+            if l["type"] != "raw_tracepoint"]
 
 
 def wait_gone(timeout=10, what=None):
@@ -117,6 +125,34 @@ def test_two_tracers_same_target(bpf, progs, reaper, start_tracer, tmp_path):
     reports, expect, pid = run_hccl_traced(reaper, start_tracer, tmp_path, 2)
     for js in reports:
         check_hccl(js, expect, pid=pid)
+
+
+@pytest.mark.parametrize("mode", ["uprobe_multi", "perf_event"])
+def test_link_kinds(bpf, progs, mpi_available, clean_kernel, reaper, start_tracer, tmp_path,
+                    mode):
+    """Where the kernel has them, a library's probes in a process are two uprobe_multi
+    links (entry, return); COMMTRACE_UPROBE_MULTI=0 (and older kernels) take one perf-event
+    link per probe. Both count the same calls and leave nothing behind."""
+    if mode == "uprobe_multi" and "uprobe_multi links" not in bpf:
+        pytest.skip(f"SKIPPED LOUDLY: this kernel has no usable uprobe_multi: {bpf.strip()}")
+    env = dict(os.environ, COMMTRACE_UPROBE_MULTI="0") if mode == "perf_event" else None
+    mpi, tr, pids, ledgers = start_paused_mpi(reaper, start_tracer, tmp_path,
+                                              iters=PAUSE_AT + 3, tracer_env=env)
+    probes = int(re.match(r"attached: (\d+) probes", tr.wait_attached()).group(1))
+    kinds = our_uprobe_link_types()
+    assert set(kinds) == {mode}, kinds
+    if mode == "perf_event":
+        assert len(kinds) == probes
+    else:  # libmpi's entry and return links in each rank, one on ld.so's _dl_debug_state
+        assert len(kinds) == 5, kinds
+    tr.signal(signal.SIGINT)
+    assert tr.wait() == 0, tr.describe()
+    assert wait_gone(what=perf_uprobe_links), perf_uprobe_links()
+    js = load_trace_json(tmp_path / "trace.json")
+    for r, pid in enumerate(pids):
+        assert_matches_ledger(process_by_pid(js, pid), ledgers[r], extras={})
+    touch(tmp_path / "resume")
+    assert wait_proc(mpi, 60, "mpirun") == 0
 
 
 def test_attach_detach_repeatedly(bpf, progs, mpi_available, clean_kernel, reaper,
