@@ -11,7 +11,7 @@
    stand-in) issues calls at swept rates and flat out; received/dropped/generated, the
    highest rate with zero drops, and that calls made = counted + dropped_calls exactly.
    pyevents: the same with Python stacks: pystack_mpi.py flat out from one thread at
-   depths 0, 10 and 50; calls/s, dropped, frames unresolved.
+   depths 0, 10 and 50, and from 2 and 4 threads; calls/s, dropped, frames unresolved.
 5. memory: the tracer's VmRSS/VmHWM over 20 million records (BENCH_RSS_CALLS calls),
    and over a run with Python stacks (BENCH_RSS_PY_CALLS).
 6. offline: `replay` of a --record file through the event path and each exporter
@@ -272,32 +272,36 @@ def bench_events():
 def bench_pyevents():
     """With Python stacks the reader resolves every stack from the live process: how fast
     can Python threads call before records are lost (pystack_mpi.py, MPI_Barrier through
-    ctypes, flat out)?"""
+    ctypes, flat out, from 1 thread at three depths and from 2 and 4 threads at once)?"""
     import json
     calls = int(float(os.environ.get("BENCH_PY_CALLS", "150e3")))
-    print(f"\nEvent path with Python stacks: pystack_mpi.py flat out, one thread, {calls:,} "
-          f"calls, CPython 3.11, worst of {REPEAT} runs")
-    print(f"  {'depth':>5} {'calls/s':>9} {'made':>9} {'counted':>9} {'dropped':>8} "
-          f"{'unresolved frames':>17}")
-    for depth in (0, 10, 50):
+    print(f"\nEvent path with Python stacks: pystack_mpi.py flat out, {calls:,} calls in all, "
+          f"CPython 3.11, worst of {REPEAT} runs")
+    print(f"  {'threads':>7} {'depth':>5} {'calls/s':>9} {'made':>9} {'counted':>9} "
+          f"{'dropped':>8} {'unresolved frames':>17}")
+    for threads, depth in ((1, 0), (1, 10), (1, 50), (2, 10), (4, 10)):
         runs = []
         for _ in range(REPEAT):
             with tempfile.TemporaryDirectory() as tmp:
                 js = Path(tmp) / "trace.json"
                 r = subprocess.run(
                     [TRACER, "-q", "--json", str(js), "--", "/usr/bin/python3.11",
-                     str(WORK / "pystack_mpi.py"), "--time", "--calls", str(calls),
-                     "--depth", str(depth)],
+                     str(WORK / "pystack_mpi.py"), "--time", "--calls", str(calls // threads),
+                     "--threads", str(threads), "--depth", str(depth)],
                     capture_output=True, text=True, timeout=900)
                 if r.returncode:
                     raise SystemExit(f"bench: pystack_mpi under the tracer failed: {r.stderr}")
                 j = json.loads(js.read_text())
                 rate = 1e9 / number(r.stdout, "ns_per_call")
-                runs.append((rate, calls, j["total_counts"], j["dropped_calls"],
+                made = calls // threads * threads
+                if j["total_counts"] + j["dropped_calls"] != made:
+                    raise SystemExit(f"bench: {made} calls made, {j['total_counts']} counted "
+                                     f"+ {j['dropped_calls']} dropped")
+                runs.append((rate, made, j["total_counts"], j["dropped_calls"],
                              j["drops"]["python_frames_unresolved"]))
         worst = max(runs, key=lambda x: (x[3], x[4]))
-        print(f"  {depth:>5} {statistics.median(x[0] for x in runs):>9,.0f} {worst[1]:>9,} "
-              f"{worst[2]:>9,} {worst[3]:>8,} {worst[4]:>17,}")
+        print(f"  {threads:>7} {depth:>5} {statistics.median(x[0] for x in runs):>9,.0f} "
+              f"{worst[1]:>9,} {worst[2]:>9,} {worst[3]:>8,} {worst[4]:>17,}")
 
 
 def bench_memory():

@@ -5,11 +5,12 @@
 stacks must reproduce exactly.
 
   --calls N        barriers per thread (default 3)
-  --threads T      T Python threads call at once, each from its own chain (default 1)
+  --threads T      T Python threads call at once, each from its own chain (default 1);
+                   with --depth or --time they call freely, not in lock-step
   --depth D        recurse D levels before calling (deep stacks; default 0)
   --wait-file P    write the pid to P.pid, wait for P to exist before calling
   --expect F       write what was called from where to F (JSON)
-  --time           print "ns_per_call N": the mean time of one call from Worker.step
+  --time           print "ns_per_call N": wall time over all calls of all threads
 """
 import argparse
 import ctypes
@@ -88,13 +89,23 @@ def main():
         while not os.path.exists(a.wait_file):
             time.sleep(0.02)
     if a.depth or a.time:
-        w = Worker("deep", a.calls)
+        def loop(w):
+            for _ in range(a.calls):
+                seen = deep(a.depth, w)
+            with lock:
+                record[w.name] = seen
+
+        ws = [Worker("deep" if i == 0 else f"deep{i}", a.calls) for i in range(a.threads)]
+        ts = [threading.Thread(target=loop, args=(w,), name=w.name) for w in ws[1:]]
         t0 = time.perf_counter_ns()
-        for _ in range(a.calls):
-            seen = deep(a.depth, w)
+        for t in ts:
+            t.start()
+        loop(ws[0])
+        for t in ts:
+            t.join()
         if a.time:
-            print(f"ns_per_call {(time.perf_counter_ns() - t0) / a.calls:.1f}", flush=True)
-        record["deep"] = seen
+            ns = (time.perf_counter_ns() - t0) / (a.calls * a.threads)
+            print(f"ns_per_call {ns:.1f}", flush=True)
     else:
         start = threading.Barrier(a.threads)
         ts = []
