@@ -280,9 +280,12 @@ int ct_bpf_attach_funcs(struct ct_session *s, struct ct_proc *p, struct ct_file 
 	uint64_t *offs = calloc(2 * d->n_funcs + 1, sizeof(*offs)), *cookies;
 	size_t n = 0;
 	int err, done = 0;
+	char who[32] = "every process";
 
 	if (!offs)
 		return -ENOMEM;
+	if (p)
+		snprintf(who, sizeof(who), "pid %d", pid);
 	cookies = offs + d->n_funcs;
 	for (size_t i = 0; i < d->n_funcs; i++)
 		if (f->funcs[i].found) {
@@ -301,7 +304,7 @@ int ct_bpf_attach_funcs(struct ct_session *s, struct ct_proc *p, struct ct_file 
 			break;
 		}
 		if (e)
-			fprintf(stderr, "commtrace: pid %d: attaching %s in %s failed: %s\n", pid,
+			fprintf(stderr, "commtrace: %s: attaching %s in %s failed: %s\n", who,
 				d->funcs[cookies[i] - ct_catalog_base(d)].name, f->path,
 				strerror(-e));
 		else
