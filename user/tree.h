@@ -78,7 +78,8 @@ struct ct_value {
 	const char *placements; /* interned "(Shard(dim=0),)"; NULL: none */
 	const char *mesh;	/* interned "DeviceMesh(cpu, shape=[2], dims=(tp))"; NULL: none */
 	int32_t ndim;		/* -1: no shape (not a tensor, unknown layout, too many dims) */
-	int32_t pad;
+	uint8_t freed;		/* a tensor freed before its placements and mesh were read */
+	uint8_t pad[3];
 	int64_t shape[CT_VALUE_DIMS];
 };
 

@@ -109,6 +109,8 @@ static void add_values(cJSON *o, const char *key, const struct ct_values *vs)
 			cJSON_AddStringToObject(e, "placements", v->placements);
 		if (v->mesh)
 			cJSON_AddStringToObject(e, "mesh", v->mesh);
+		if (v->freed)
+			cJSON_AddTrueToObject(e, "freed");
 		cJSON_AddItemToArray(a, e);
 	}
 	if (vs->total > vs->n) {

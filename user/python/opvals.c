@@ -104,6 +104,15 @@ static void tensor_fields(const struct ct_op_val *r, struct ct_value *v)
 	memcpy(v->shape, r->sizes, sizeof(r->sizes[0]) * r->ndim);
 }
 
+/* The object still has its type and a sane reference count (ob_refcnt, ob_type). */
+static bool looks_alive(pid_t pid, const struct ct_op_val *r)
+{
+	uint64_t head[2] = {0, 0};
+
+	return !ct_py_read_mem(pid, r->obj, head, sizeof(head)) && head[1] == r->type &&
+	       head[0] >= 1 && head[0] <= UINT32_MAX;
+}
+
 void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_pyproc *py,
 			const struct ct_torch_layout *tl, const struct ct_op_vals *raw,
 			struct ct_values *out)
@@ -121,7 +130,6 @@ void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_py
 		struct ct_value *v = &out->v[i];
 		const struct type_slot *t =
 		    r->type ? classify(c, pid, &py->offsets, r->type) : NULL;
-		uint64_t head[2] = {0, 0}; /* ob_refcnt, ob_type */
 
 		v->ndim = -1;
 		v->kind = t ? t->kind : ct_intern("?");
@@ -131,16 +139,21 @@ void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_py
 		/*
 		 * Placements and mesh are read now, from user space: only while the object still
 		 * looks alive (its type, a sane reference count; a freed block's first word is a
-		 * free list pointer). An object freed meanwhile gets none; one whose memory was
-		 * reused by another tensor of the same type would give that one's.
+		 * free list pointer), before and after the reads (one being deallocated has a
+		 * count of 0 while its attributes go). An object freed meanwhile gets neither;
+		 * one whose memory was reused by another tensor of the same type would give
+		 * that one's.
 		 */
-		if (!ct_py_read_mem(pid, r->obj, head, sizeof(head)) && head[1] == r->type &&
-		    head[0] >= 1 && head[0] <= UINT32_MAX) {
+		if (looks_alive(pid, r)) {
 			ct_tensor_placements(pid, &py->offsets, r->obj, pl, sizeof(pl));
 			if (pl[0])
 				v->placements = ct_intern(pl);
 			if (!ct_tensor_mesh(pid, &py->offsets, tl, r->obj, pl, sizeof(pl)))
 				v->mesh = ct_intern(pl);
+		}
+		if (!looks_alive(pid, r)) {
+			v->placements = v->mesh = NULL;
+			v->freed = 1;
 		}
 	}
 }
