@@ -21,6 +21,7 @@
 #include "python/params.h"
 #include "python/profiles.h"
 #include "python/symbolize.h"
+#include "record/record.h"
 #include "target/proc.h"
 
 /* Which rule a code object matched: looked up once per code object, not per event. */
@@ -371,6 +372,26 @@ static const char *node_name(struct ct_pystate *st, struct ct_proc *p, const str
 	return ct_intern(r->name_from == CT_NAME_QUALNAME ? f->qualname : short_func(f->qualname));
 }
 
+/* The call's own fields, then into the tree (and the recording: replay has no process). */
+static int32_t add_call(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
+			const struct ct_func *fn, const char *dtype, uint64_t bytes,
+			struct ct_tree_call *c)
+{
+	c->tid = ev->hdr.tid;
+	c->ts = ev->hdr.ts;
+	c->probe_id = ev->hdr.probe_id;
+	c->function = fn->name;
+	c->kind = ct_kind_name(fn->kind);
+	c->group_size = ev->val[CT_V_COMM_SIZE] ? (int32_t)ev->val[CT_V_COMM_SIZE] : -1;
+	c->rank_in_group = (int32_t)ev->val[CT_V_COMM_RANK];
+	c->bytes = bytes;
+	c->dtype = dtype;
+	c->under_open = p->ops != NULL;
+	if (s->rec)
+		ct_record_pycall(s->rec, p->pid, c);
+	return ct_tree_add_call(&p->tree, c);
+}
+
 int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
 		      const struct ct_func *fn, const char *dtype, uint64_t bytes)
 {
@@ -384,6 +405,10 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 	int npath = 0, nstack = 0, n = ev->py.nframes;
 	bool backward = false;
 
+	if (s->replay_py) { /* replay: as the tracer resolved it then */
+		c = *s->replay_py;
+		return add_call(s, p, ev, fn, dtype, bytes, &c);
+	}
 	if (!st || !p->has_python || !n)
 		return -1;
 	st->stacks++;
@@ -474,24 +499,14 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 	for (int i = 0, j = 0; i < nstack; i++)
 		if (stack[i].qualname)
 			stack[j++] = stack[i];
-	c.tid = ev->hdr.tid;
-	c.ts = ev->hdr.ts;
-	c.probe_id = ev->hdr.probe_id;
 	c.helper = helper;
-	c.function = fn->name;
-	c.kind = ct_kind_name(fn->kind);
 	c.phase = backward ? CT_PHASE_BACKWARD : CT_PHASE_FORWARD;
 	c.truncated = ev->py.flags & CT_PYS_TRUNCATED;
-	c.group_size = ev->val[CT_V_COMM_SIZE] ? (int32_t)ev->val[CT_V_COMM_SIZE] : -1;
-	c.rank_in_group = (int32_t)ev->val[CT_V_COMM_RANK];
-	c.bytes = bytes;
-	c.dtype = dtype;
 	c.path = path;
 	c.npath = npath;
-	c.under_open = p->ops != NULL;
 	c.stack = stack;
 	c.nstack = nstack;
-	return ct_tree_add_call(&p->tree, &c);
+	return add_call(s, p, ev, fn, dtype, bytes, &c);
 }
 
 void ct_py_stats(const struct ct_session *s, uint64_t *stacks, uint64_t *frames, uint64_t *errors)

@@ -179,6 +179,8 @@ struct ct_session {
 	struct ct_chrome *chrome; /* --chrome: the streamed export, or NULL */
 	/* --record: every record is written there, or NULL */
 	struct ct_record *rec;
+	/* replay: the Python side of the call record being replayed, or NULL */
+	const struct ct_tree_call *replay_py;
 	struct ct_diag *diag;	    /* cross-rank diagnosis (user/diag/diag.h), or NULL */
 	struct ct_metrics *metrics; /* --metrics: the Prometheus endpoint, or NULL */
 };

@@ -11,6 +11,8 @@
  *   frames until the end of the file: struct ct_rec_frame, then `len` bytes
  *     CT_REC_EVENT  one ring-buffer record (struct ct_call_event, ct_ret_event or
  *                   ct_proc_event), len <= CT_REC_MAX_EVENT
+ *     CT_REC_PYCALL struct ct_rec_pycall: the Python side of the call record just
+ *                   before it, as resolved from the live process
  *     CT_REC_PROC   struct ct_rec_proc: one traced process, written at the end
  *     CT_REC_END    struct ct_rec_end: the clock and the drop counters, written last
  *
@@ -41,6 +43,7 @@ enum ct_rec_type {
 	CT_REC_EVENT = 1,
 	CT_REC_PROC,
 	CT_REC_END,
+	CT_REC_PYCALL,
 };
 
 struct ct_rec_frame {
@@ -57,6 +60,42 @@ struct ct_rec_proc {
 	__s32 pid, rank, world, exited, exit_code;
 	__s32 rank_source; /* CT_REC_RANK_* */
 	char comm[16];
+};
+
+/*
+ * CT_REC_PYCALL, after a call record with a Python stack: what the tracer made of the
+ * stack by reading the live process, which a replay cannot read. Then, in the frame:
+ * npath struct ct_rec_pynode (the module/op/redistribute path, outermost first), nstack
+ * struct ct_rec_pyline (the stack's lines, innermost first), and NUL-terminated strings
+ * that the string fields give as byte offsets from the first string (CT_REC_NOSTR: none).
+ * The whole frame is at most CT_REC_MAX_EVENT bytes: strings that do not fit are
+ * CT_REC_NOSTR.
+ */
+#define CT_REC_NOSTR	    0xffffffffu
+#define CT_REC_PY_MAX_PATH  31 /* < the tree's depth */
+#define CT_REC_PY_MAX_STACK 16
+
+struct ct_rec_pycall {
+	__u32 pid, tid;
+	__u64 ts;     /* the call record's: they must match */
+	__u32 helper; /* the outermost collective API on the stack (string) */
+	__u8 phase;   /* 0 forward, 1 backward */
+	__u8 truncated;
+	__u16 npath, nstack;
+	__u16 pad[3];
+};
+
+struct ct_rec_pynode {
+	__u64 code, self, instr;
+	__u32 name; /* string: the display name (a module's FQN) */
+	__u8 type;  /* 1 module, 2 op, 3 redistribute */
+	__u8 pad[3];
+};
+
+struct ct_rec_pyline {
+	__u32 qualname, file; /* strings */
+	__s32 line;
+	__u32 pad;
 };
 
 struct ct_rec_end {

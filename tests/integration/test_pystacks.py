@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import (PYTHON, REPO, free_port, load_trace_json, read_pid, touch, wait_files,
-                      wait_proc)
+from conftest import (PYTHON, REPO, free_port, load_trace_json, read_pid, run_tracer, touch,
+                      wait_files, wait_proc)
 
 WORKLOADS = REPO / "tests" / "workloads"
 GOLDEN = REPO / "tests" / "golden" / "pystacks"
@@ -169,6 +169,26 @@ def test_seed000_table_golden(bpf, torch_available, reaper, start_tracer, tmp_pa
     if os.environ.get("COMMTRACE_UPDATE_GOLDEN"):
         golden.write_text(got)
     assert got == golden.read_text(), f"table differs from {golden}:\n{got}"
+
+
+def test_record_replay_rebuilds_tree(bpf, torch_available, reaper, start_tracer, tmp_path):
+    """--record keeps what each Python stack was resolved to: `replay` rebuilds seed 000's
+    tree from the file alone, the same table and call tree as the live run."""
+    rec, table = tmp_path / "rec.ctr", tmp_path / "live.txt"
+    js, pids, tr = trace_ranks(reaper, start_tracer, tmp_path, "seed000_mlp.py",
+                               "--forwards", 2, "--backward", "--linger", 1,
+                               extra=("--record", rec, "--table", table, "--noise-level", 2))
+    colls = sum(1 for pid in pids for _, r in flatten(debug_of(js, pid)["records"])
+                if r["type"] == "collective")
+    assert colls == 8, "2 ranks: 2 forward and 2 backward all-reduces each"
+    out, rtable = tmp_path / "replay.json", tmp_path / "replay.txt"
+    r = run_tracer(["replay", rec, "--json", out, "--table", rtable, "--noise-level", 2])
+    assert r.returncode == 0, r.stderr
+    assert f"python stacks replayed: {colls}, not replayed: 0" in r.stderr, r.stderr
+    assert rtable.read_text() == table.read_text()
+    replayed = load_trace_json(out)
+    for pid in pids:
+        assert debug_of(replayed, pid) == debug_of(js, pid)
 
 
 def test_ddp_backward_allreduce(bpf, torch_available, reaper, start_tracer, tmp_path):

@@ -25,7 +25,8 @@ _Static_assert(sizeof(struct ct_rec_end) == 48 + 8 * CT_REC_MAX_DROPS, "ct_rec_e
 struct ct_record {
 	FILE *f;
 	char *buf;
-	int err; /* the first write error, -errno */
+	char *py; /* one CT_REC_PYCALL frame, CT_REC_MAX_EVENT bytes */
+	int err;  /* the first write error, -errno */
 };
 
 /* Where p's rank came from, for the recording (CT_REC_RANK_*). */
@@ -91,11 +92,13 @@ int ct_record_open(struct ct_session *s, const char *path)
 	memcpy(h.magic, CT_REC_MAGIC, sizeof(h.magic));
 	r->f = fopen(path, "we");
 	r->buf = malloc(1 << 20);
-	if (!r->f || !r->buf) {
+	r->py = malloc(CT_REC_MAX_EVENT);
+	if (!r->f || !r->buf || !r->py) {
 		err = r->f ? -ENOMEM : -errno;
 		if (r->f)
 			fclose(r->f);
 		free(r->buf);
+		free(r->py);
 		free(r);
 		return err;
 	}
@@ -110,6 +113,61 @@ void ct_record_event(struct ct_record *r, const void *data, size_t len)
 {
 	if (len <= CT_REC_MAX_EVENT)
 		put(r, CT_REC_EVENT, data, len);
+}
+
+/* The strings of a CT_REC_PYCALL frame: s's offset, or CT_REC_NOSTR (none, or no room). */
+struct strings {
+	char *base;
+	size_t used, cap;
+};
+
+static __u32 put_str(struct strings *b, const char *s)
+{
+	size_t n = s ? strlen(s) + 1 : 0;
+
+	if (!s || n > b->cap - b->used)
+		return CT_REC_NOSTR;
+	memcpy(b->base + b->used, s, n);
+	b->used += n;
+	return (__u32)(b->used - n);
+}
+
+void ct_record_pycall(struct ct_record *r, pid_t pid, const struct ct_tree_call *c)
+{
+	size_t npath = c->npath < CT_REC_PY_MAX_PATH ? (size_t)c->npath : CT_REC_PY_MAX_PATH;
+	size_t nstack = c->nstack < CT_REC_PY_MAX_STACK ? (size_t)c->nstack : CT_REC_PY_MAX_STACK;
+	size_t head = sizeof(struct ct_rec_pycall) + npath * sizeof(struct ct_rec_pynode) +
+		      nstack * sizeof(struct ct_rec_pyline);
+	struct strings b = {.base = r->py + head, .cap = CT_REC_MAX_EVENT - head};
+	struct ct_rec_pycall h = {.pid = (__u32)pid,
+				  .tid = c->tid,
+				  .ts = c->ts,
+				  .phase = c->phase,
+				  .truncated = c->truncated,
+				  .npath = (__u16)npath,
+				  .nstack = (__u16)nstack};
+	char *at = r->py + sizeof(h);
+
+	h.helper = put_str(&b, c->helper);
+	memcpy(r->py, &h, sizeof(h));
+	for (size_t i = 0; i < npath; i++, at += sizeof(struct ct_rec_pynode)) {
+		const struct ct_tree_frame *t = &c->path[i];
+		struct ct_rec_pynode n = {.code = t->code,
+					  .self = t->self,
+					  .instr = t->instr,
+					  .name = put_str(&b, t->name),
+					  .type = t->type};
+
+		memcpy(at, &n, sizeof(n));
+	}
+	for (size_t i = 0; i < nstack; i++, at += sizeof(struct ct_rec_pyline)) {
+		struct ct_rec_pyline l = {.qualname = put_str(&b, c->stack[i].qualname),
+					  .file = put_str(&b, c->stack[i].file),
+					  .line = c->stack[i].line};
+
+		memcpy(at, &l, sizeof(l));
+	}
+	put(r, CT_REC_PYCALL, r->py, head + b.used);
 }
 
 int ct_record_close(struct ct_session *s)
@@ -145,6 +203,7 @@ int ct_record_close(struct ct_session *s)
 	if (fclose(r->f) && !err)
 		err = -errno;
 	free(r->buf);
+	free(r->py);
 	free(r);
 	s->rec = NULL;
 	return err;
@@ -179,6 +238,118 @@ static int next_frame(FILE *f, struct ct_rec_frame *fr, void *buf, size_t cap)
 	return fseek(f, fr->len, SEEK_CUR) == 0 ? 1 : -1;
 }
 
+/* A replayed call's Python side (CT_REC_PYCALL), in the form ct_py_on_call takes it. */
+struct replay_py {
+	struct ct_tree_call c;
+	struct ct_tree_frame path[CT_REC_PY_MAX_PATH];
+	struct ct_stack_line stack[CT_REC_PY_MAX_STACK];
+};
+
+/* A string of the frame (interned, sanitized), NULL for CT_REC_NOSTR; *bad if invalid. */
+static const char *get_str(const char *strs, size_t len, __u32 off, bool *bad)
+{
+	if (off == CT_REC_NOSTR)
+		return NULL;
+	if (off >= len || !memchr(strs + off, 0, len - off)) {
+		*bad = true;
+		return NULL;
+	}
+	return ct_intern(strs + off);
+}
+
+/* Untrusted: every count, offset, type and string is checked. false: not for ev. */
+static bool parse_pycall(const char *buf, size_t len, const struct ct_call_event *ev,
+			 struct replay_py *rp)
+{
+	struct ct_rec_pycall h;
+	const char *strs;
+	size_t head;
+	bool bad = false;
+
+	if (len < sizeof(h))
+		return false;
+	memcpy(&h, buf, sizeof(h));
+	head = sizeof(h) + (size_t)h.npath * sizeof(struct ct_rec_pynode) +
+	       (size_t)h.nstack * sizeof(struct ct_rec_pyline);
+	if (h.pid != ev->hdr.pid || h.tid != ev->hdr.tid || h.ts != ev->hdr.ts ||
+	    h.npath > CT_REC_PY_MAX_PATH || h.nstack > CT_REC_PY_MAX_STACK || head > len ||
+	    h.phase > CT_PHASE_BACKWARD)
+		return false;
+	strs = buf + head;
+	memset(rp, 0, sizeof(*rp));
+	rp->c.helper = get_str(strs, len - head, h.helper, &bad);
+	rp->c.phase = h.phase;
+	rp->c.truncated = h.truncated != 0;
+	rp->c.path = rp->path;
+	rp->c.npath = h.npath;
+	rp->c.stack = rp->stack;
+	rp->c.nstack = h.nstack;
+	for (size_t i = 0; i < h.npath; i++) {
+		struct ct_rec_pynode n;
+
+		memcpy(&n, buf + sizeof(h) + i * sizeof(n), sizeof(n));
+		if (n.type < CT_NODE_MODULE || n.type > CT_NODE_REDISTRIBUTE)
+			return false;
+		rp->path[i] =
+		    (struct ct_tree_frame){.type = n.type,
+					   .code = n.code,
+					   .self = n.self,
+					   .instr = n.instr,
+					   .name = get_str(strs, len - head, n.name, &bad)};
+		if (!rp->path[i].name)
+			rp->path[i].name = "?";
+	}
+	for (size_t i = 0; i < h.nstack; i++) {
+		struct ct_rec_pyline l;
+
+		memcpy(&l, buf + sizeof(h) + h.npath * sizeof(struct ct_rec_pynode) + i * sizeof(l),
+		       sizeof(l));
+		rp->stack[i] =
+		    (struct ct_stack_line){.qualname = get_str(strs, len - head, l.qualname, &bad),
+					   .file = get_str(strs, len - head, l.file, &bad),
+					   .line = l.line};
+		if (!rp->stack[i].qualname)
+			rp->stack[i].qualname = "?";
+	}
+	return !bad;
+}
+
+/*
+ * The CT_REC_PYCALL frame after the call record ev, parsed into rp. false without one:
+ * the file is left where it was when the next frame is something else.
+ */
+static bool next_pycall(FILE *f, char *raw, const struct ct_call_event *ev, struct replay_py *rp,
+			struct ct_replay_stats *st)
+{
+	struct ct_rec_frame fr;
+	long at = ftell(f);
+
+	if (at < 0)
+		return false;
+	if (next_frame(f, &fr, raw, CT_REC_MAX_EVENT) == 1 && fr.type == CT_REC_PYCALL) {
+		if (parse_pycall(raw, fr.len, ev, rp))
+			return true;
+		st->bad++;
+		return false;
+	}
+	clearerr(f);
+	fseek(f, at, SEEK_SET);
+	return false;
+}
+
+/* The processes in the order the live session listed them (its CT_REC_PROC frames),
+ * before those only seen in records: the reports list them in that order. */
+static void listed_first(struct ct_session *s, struct ct_proc *p, int *listed)
+{
+	for (int i = *listed; p && i < s->n_procs; i++)
+		if (s->procs[i] == p) {
+			memmove(&s->procs[*listed + 1], &s->procs[*listed],
+				(size_t)(i - *listed) * sizeof(p));
+			s->procs[(*listed)++] = p;
+			return;
+		}
+}
+
 static void replay_proc_event(struct ct_session *s, const struct ct_proc_event *ev)
 {
 	struct ct_proc *p = ct_proc_find(s, ev->hdr.pid);
@@ -206,15 +377,20 @@ static void replay_proc_event(struct ct_session *s, const struct ct_proc_event *
 int ct_replay_file(struct ct_session *s, FILE *f, struct ct_replay_stats *st, char *err,
 		   size_t errlen)
 {
-	union {
-		struct ct_call_event call;
-		struct ct_proc_event proc;
-		char raw[CT_REC_MAX_EVENT];
+	struct {
+		union {
+			struct ct_call_event call;
+			struct ct_proc_event proc;
+			char raw[CT_REC_MAX_EVENT];
+		};
+		char next[CT_REC_MAX_EVENT]; /* the frame after a call record */
+		struct replay_py py;
 	} * buf;
 	struct ct_rec_header h;
 	struct ct_rec_frame fr;
 	struct ct_rec_end end = {0};
 	bool have_end = false;
+	int listed;
 	long start;
 	int rc;
 
@@ -243,6 +419,7 @@ int ct_replay_file(struct ct_session *s, FILE *f, struct ct_replay_stats *st, ch
 	start = ftell(f);
 
 	/* Pass 1: the processes (listed at the end, seen in records) and the clock. */
+	listed = 0;
 	while ((rc = next_frame(f, &fr, NULL, 0)) == 1) {
 		if (fr.type == CT_REC_EVENT) {
 			struct ct_hdr hdr;
@@ -274,6 +451,7 @@ int ct_replay_file(struct ct_session *s, FILE *f, struct ct_replay_stats *st, ch
 
 				memcpy(&rp, buf->raw, sizeof(rp));
 				p = replay_proc(s, rp.pid);
+				listed_first(s, p, &listed);
 				if (p) {
 					p->rank = rp.rank;
 					p->world = rp.world;
@@ -324,13 +502,23 @@ int ct_replay_file(struct ct_session *s, FILE *f, struct ct_replay_stats *st, ch
 		}
 		switch (hdr->type) {
 		case CT_EV_CALL:
-			/* A stack is resolved by reading the live process: not here. */
+			/*
+			 * A stack is resolved by reading the live process: what the tracer made
+			 * of it follows the record (CT_REC_PYCALL), or the call is replayed
+			 * without it.
+			 */
 			if (fr.len >= CT_CALL_EVENT_SIZE(0) && buf->call.py.nframes) {
-				st->stacks_skipped++;
-				buf->call.py.nframes = 0;
-				buf->call.py.flags = 0;
+				if (next_pycall(f, buf->next, &buf->call, &buf->py, st)) {
+					st->stacks_replayed++;
+					s->replay_py = &buf->py.c;
+				} else {
+					st->stacks_skipped++;
+					buf->call.py.nframes = 0;
+					buf->call.py.flags = 0;
+				}
 			}
 			ct_events_handle(s, buf->raw, fr.len);
+			s->replay_py = NULL;
 			break;
 		case CT_EV_EXEC:
 		case CT_EV_FORK:
@@ -362,7 +550,8 @@ static const char replay_usage[] =
     "Usage: commtrace-bpf replay FILE [--json F] [--chrome F] [--table F] [--noise-level N] "
     "[-q]\n"
     "Feed a --record FILE through the event path and the exporters, as if traced now.\n"
-    "Python stacks are not replayed (they are read from the live process): counted.\n"
+    "Python stacks replay as the tracer resolved them (recordings from this version on);\n"
+    "older recordings' stacks are counted and left out.\n"
     "Prints the records per second on stderr.\n";
 
 int ct_replay_main(int argc, char **argv)
@@ -455,10 +644,12 @@ int ct_replay_main(int argc, char **argv)
 	if (!rc)
 		fprintf(stderr,
 			"replay: %llu records (%.1f MB) in %.3f s: %.0f records/s, %.1f MB/s "
-			"(event path; exporters: %.3f s); python stacks not replayed: %llu%s\n",
+			"(event path; exporters: %.3f s); python stacks replayed: %llu, not "
+			"replayed: %llu%s\n",
 			(unsigned long long)st.records, st.bytes / 1e6, (t1 - t0) / 1e9,
 			st.records / ((t1 - t0 + 1) / 1e9), st.bytes / 1e6 / ((t1 - t0 + 1) / 1e9),
-			(mono_ns() - t1) / 1e9, (unsigned long long)st.stacks_skipped,
+			(mono_ns() - t1) / 1e9, (unsigned long long)st.stacks_replayed,
+			(unsigned long long)st.stacks_skipped,
 			st.truncated ? "; the file is cut short" : "");
 	ct_session_free(&s);
 	ct_intern_free();

@@ -13,15 +13,18 @@ struct ct_record;
 int ct_record_open(struct ct_session *s, const char *path);
 /* One ring-buffer record (from ct_events_handle). */
 void ct_record_event(struct ct_record *r, const void *data, size_t len);
+/* What a call record's Python stack was resolved to in process pid (ct_py_on_call). */
+void ct_record_pycall(struct ct_record *r, pid_t pid, const struct ct_tree_call *c);
 /* The processes, clock and drop counters, then closes; 0 or -errno (a write failed). */
 int ct_record_close(struct ct_session *s);
 
 struct ct_replay_stats {
-	uint64_t records;	 /* ring-buffer records fed to the event path */
-	uint64_t bytes;		 /* their bytes */
-	uint64_t stacks_skipped; /* Python stacks not replayed (they need the live process) */
-	uint64_t bad;		 /* frames of an unknown type, skipped */
-	bool truncated;		 /* the file ended inside a frame */
+	uint64_t records;	  /* ring-buffer records fed to the event path */
+	uint64_t bytes;		  /* their bytes */
+	uint64_t stacks_replayed; /* Python stacks replayed as recorded (CT_REC_PYCALL) */
+	uint64_t stacks_skipped;  /* Python stacks without one (older recordings): left out */
+	uint64_t bad;		  /* frames of an unknown type, skipped */
+	bool truncated;		  /* the file ended inside a frame */
 };
 
 /*
