@@ -15,7 +15,8 @@
 5. memory: the tracer's VmRSS/VmHWM over 20 million records (BENCH_RSS_CALLS calls),
    and over a run with Python stacks (BENCH_RSS_PY_CALLS).
 6. offline: `replay` of a --record file through the event path and each exporter
-   (records/s), and device-buffer decoding (`devprof decode`, MB/s).
+   (records/s), without and with Python stacks (the seed-000 tree rebuilt), and
+   device-buffer decoding (`devprof decode`, MB/s).
 7. devprof: the device-profile recorder compiled for the host (tests/progs/devprof_cost.c):
    ns per record with sampling off and on, against the same loop without the recorder.
    The CUDA kernel's own on/off cost needs a GPU: `megakernel --cost`, scripts/gpu-check.sh.
@@ -346,31 +347,54 @@ def bench_memory():
         print(f"  {s[0]:>12,} {s[1]:>10,} {s[2]:>10,}")
 
 
+def replay_rates(rec, records, tmp):
+    """`replay` of rec with each exporter: records/s and MB/s, median of REPEAT."""
+    print(f"  {'exporters':<28} {'records/s':>12} {'MB/s':>8}")
+    for name, args in (("none (event path only)", []), ("--json", ["--json"]),
+                       ("--table --noise-level 2", ["--noise-level", "2", "--table"]),
+                       ("--chrome", ["--chrome"])):
+        def once():
+            out = [str(Path(tmp) / "out")] if args else []
+            r = subprocess.run([TRACER, "replay", "-q", str(rec), *args, *out],
+                               capture_output=True, text=True, timeout=600)
+            m = re.search(r"replay: (\d+) records \(([0-9.]+) MB\) in ([0-9.]+) s.*"
+                          r"exporters: ([0-9.]+) s", r.stderr)
+            if r.returncode or not m:
+                raise SystemExit(f"bench: replay failed: {r.stderr}")
+            return float(m.group(3)) + float(m.group(4)), float(m.group(2)), r.stderr
+        runs = [once() for _ in range(REPEAT)]
+        t = statistics.median(r[0] for r in runs)
+        print(f"  {name:<28} {records / t:>12,.0f} {runs[0][1] / t:>8.1f}")
+    return runs[0][2]
+
+
 def bench_offline():
-    """Replay a recorded event stream through the event path and each exporter; decode
-    device buffers. Both offline: records (or MB) per second of one CPU."""
+    """Replay a recorded event stream through the event path and each exporter, without
+    and with Python stacks (then the seed-000 tree is rebuilt too); decode device
+    buffers. All offline: records (or MB) per second of one CPU."""
+    import json
     calls = int(float(os.environ.get("BENCH_OFFLINE_CALLS", "1e6")))
+    py_calls = int(float(os.environ.get("BENCH_OFFLINE_PY_CALLS", "1e5")))
     with tempfile.TemporaryDirectory() as tmp:
         rec = Path(tmp) / "rec.ctr"
         made, js, _ = traced_rate(calls, 1, 0, 8, ["--record", str(rec)])
         print(f"\nOffline: replay of {js['events']:,} records ({rec.stat().st_size / 1e6:.0f} MB, "
               f"event_rate flat out, recorded with --record), median of {REPEAT}")
-        print(f"  {'exporters':<28} {'records/s':>12} {'MB/s':>8}")
-        for name, args in (("none (event path only)", []), ("--json", ["--json"]),
-                           ("--table --noise-level 2", ["--noise-level", "2", "--table"]),
-                           ("--chrome", ["--chrome"])):
-            def once():
-                out = [str(Path(tmp) / "out")] if args else []
-                r = subprocess.run([TRACER, "replay", "-q", str(rec), *args, *out],
-                                   capture_output=True, text=True, timeout=600)
-                m = re.search(r"replay: (\d+) records \(([0-9.]+) MB\) in ([0-9.]+) s.*"
-                              r"exporters: ([0-9.]+) s", r.stderr)
-                if r.returncode or not m:
-                    raise SystemExit(f"bench: replay failed: {r.stderr}")
-                return float(m.group(3)) + float(m.group(4)), float(m.group(2))
-            runs = [once() for _ in range(REPEAT)]
-            t = statistics.median(r[0] for r in runs)
-            print(f"  {name:<28} {js['events'] / t:>12,.0f} {runs[0][1] / t:>8.1f}")
+        replay_rates(rec, js["events"], tmp)
+
+        pyrec, pyjs = Path(tmp) / "py.ctr", Path(tmp) / "py.json"
+        subprocess.run([TRACER, "-q", "--record", str(pyrec), "--json", str(pyjs), "--",
+                        "/usr/bin/python3.11", str(WORK / "pystack_mpi.py"), "--calls",
+                        str(py_calls), "--depth", "10"], check=True, capture_output=True,
+                       timeout=900)
+        events = json.loads(pyjs.read_text())["events"]
+        print(f"\nOffline: replay of {events:,} records ({pyrec.stat().st_size / 1e6:.0f} MB, "
+              f"pystack_mpi.py --depth 10: a Python stack of about 20 frames per call, "
+              f"the tree rebuilt from them), median of {REPEAT}")
+        err = replay_rates(pyrec, events, tmp)
+        m = re.search(r"python stacks replayed: (\d+), not replayed: (\d+)", err)
+        print(f"  python stacks replayed: {m.group(1) if m else '?'}, "
+              f"not replayed: {m.group(2) if m else '?'}")
 
         # Device buffers: the generator's "basic" buffer (2 AIC + 3 AIV cores), repeated
         # as invocations one after another up to BENCH_DEVPROF_MB.
