@@ -115,12 +115,13 @@ void ct_record_event(struct ct_record *r, const void *data, size_t len)
 		put(r, CT_REC_EVENT, data, len);
 }
 
-/* The strings of a CT_REC_PYCALL frame: s's offset, or CT_REC_NOSTR (none, or no room). */
+/* The strings of a CT_REC_PYCALL frame. */
 struct strings {
 	char *base;
 	size_t used, cap;
 };
 
+/* s appended: its offset, or CT_REC_NOSTR (none, or no room left). */
 static __u32 put_str(struct strings *b, const char *s)
 {
 	size_t n = s ? strlen(s) + 1 : 0;
@@ -390,7 +391,7 @@ int ct_replay_file(struct ct_session *s, FILE *f, struct ct_replay_stats *st, ch
 	struct ct_rec_frame fr;
 	struct ct_rec_end end = {0};
 	bool have_end = false;
-	int listed;
+	int listed = 0;
 	long start;
 	int rc;
 
@@ -419,7 +420,6 @@ int ct_replay_file(struct ct_session *s, FILE *f, struct ct_replay_stats *st, ch
 	start = ftell(f);
 
 	/* Pass 1: the processes (listed at the end, seen in records) and the clock. */
-	listed = 0;
 	while ((rc = next_frame(f, &fr, NULL, 0)) == 1) {
 		if (fr.type == CT_REC_EVENT) {
 			struct ct_hdr hdr;
