@@ -18,14 +18,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct ct_rec_header h = {
-	    .version = CT_REC_VERSION,
-	    .header_size = sizeof(h),
-	    .catalog_hash = ct_catalog_hash(),
-	    .n_probes = (uint32_t)ct_catalog_size(),
-	    .call_event_size = sizeof(struct ct_call_event),
-	    .py_max_frames = CT_PY_MAX_FRAMES,
-	};
+	struct ct_rec_header h = ct_record_header();
 	struct ct_opts o = {0};
 	struct ct_session s = {.opts = &o};
 	struct ct_replay_stats st;
@@ -39,7 +32,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!buf)
 		return 0;
 	if (data[0] & 1) {
-		memcpy(h.magic, CT_REC_MAGIC, sizeof(h.magic));
 		memcpy(buf, &h, sizeof(h));
 		memcpy(buf + sizeof(h), data + 1, size - 1);
 		len = sizeof(h) + size - 1;

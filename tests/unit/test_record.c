@@ -28,16 +28,8 @@ static void frame(struct rec *r, __u32 type, const void *data, size_t len)
 
 static void header(struct rec *r)
 {
-	struct ct_rec_header h = {
-	    .version = CT_REC_VERSION,
-	    .header_size = sizeof(h),
-	    .catalog_hash = ct_catalog_hash(),
-	    .n_probes = (uint32_t)ct_catalog_size(),
-	    .call_event_size = sizeof(struct ct_call_event),
-	    .py_max_frames = CT_PY_MAX_FRAMES,
-	};
+	struct ct_rec_header h = ct_record_header();
 
-	memcpy(h.magic, CT_REC_MAGIC, sizeof(h.magic));
 	memcpy(r->buf, &h, sizeof(h));
 	r->len = sizeof(h);
 }

@@ -74,7 +74,7 @@ static void put(struct ct_record *r, uint32_t type, const void *data, size_t len
 		r->err = errno ? -errno : -EIO;
 }
 
-int ct_record_open(struct ct_session *s, const char *path)
+struct ct_rec_header ct_record_header(void)
 {
 	struct ct_rec_header h = {
 	    .version = CT_REC_VERSION,
@@ -84,12 +84,19 @@ int ct_record_open(struct ct_session *s, const char *path)
 	    .call_event_size = sizeof(struct ct_call_event),
 	    .py_max_frames = CT_PY_MAX_FRAMES,
 	};
+
+	memcpy(h.magic, CT_REC_MAGIC, sizeof(h.magic));
+	return h;
+}
+
+int ct_record_open(struct ct_session *s, const char *path)
+{
+	struct ct_rec_header h = ct_record_header();
 	struct ct_record *r = calloc(1, sizeof(*r));
 	int err;
 
 	if (!r)
 		return -ENOMEM;
-	memcpy(h.magic, CT_REC_MAGIC, sizeof(h.magic));
 	r->f = fopen(path, "we");
 	r->buf = malloc(1 << 20);
 	r->py = malloc(CT_REC_MAX_EVENT);

@@ -5,10 +5,13 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include "commtrace/record.h"
 #include "session.h"
 
 struct ct_record;
 
+/* This build's file header (its catalog and record layout). */
+struct ct_rec_header ct_record_header(void);
 /* Opens FILE and writes the header; 0 or -errno. The session then records every record. */
 int ct_record_open(struct ct_session *s, const char *path);
 /* One ring-buffer record (from ct_events_handle). */
