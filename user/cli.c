@@ -67,6 +67,9 @@ static const char usage_text[] =
     "Exit status: 0 done, 1 failed, 2 bad usage, 3 BPF unavailable (privilege), 4 no such\n"
     "process, 5 no known library in a process.\n"
     "\n"
+    "Environment: COMMTRACE_UPROBE_MULTI=0 attaches one perf-event link per probe instead\n"
+    "of uprobe_multi links (detaching then waits for the kernel once per probe).\n"
+    "\n"
     "Examples:\n"
     "  sudo commtrace-bpf -p 4242                     # trace a running rank until Ctrl-C\n"
     "  sudo commtrace-bpf -p 4242,4243 -d 30 --json comm.json\n"
@@ -78,7 +81,8 @@ static const char usage_text[] =
     "  sudo commtrace-bpf -p 4242,4243 --hang-after 10 --json d.json   # late ranks, hangs\n"
     "  sudo commtrace-bpf -p 4242,4243 --metrics 9464  # scrape http://127.0.0.1:9464/metrics\n"
     "  commtrace-bpf merge --json all.json node0.json node1.json   # one report per job\n"
-    "  commtrace-bpf --dry-run --lib /usr/lib/x86_64-linux-gnu/libnccl.so.2\n";
+    "  commtrace-bpf --dry-run --lib /usr/lib/x86_64-linux-gnu/libnccl.so.2\n"
+    "  sudo commtrace-bpf -p 4242 --record run.ctr; commtrace-bpf replay run.ctr --table -\n";
 
 void ct_usage(FILE *out)
 {
