@@ -2,8 +2,9 @@
 """`make bench`: what tracing costs, measured side by side in one run, printed as ratios.
 
 1. MPI_Allreduce microbenchmark, 2 ranks, 8 B and 1 MiB: untraced, commtrace (launch
-   mode), commtrace --no-stacks, and bpftrace with the same entry+return probes (the
-   raw tracing floor). Per-call added cost = traced - untraced.
+   mode), commtrace --no-stacks, commtrace with one perf-event link per probe instead of
+   uprobe_multi links, and bpftrace with the same entry+return probes (the raw tracing
+   floor). Per-call added cost = traced - untraced.
 2. Python stack capture: MPI_Barrier from a Python call chain of depth 0 and 40 (about 10
    and 50 frames), CPython 3.11: untraced, traced without stacks, traced with stacks.
 3. A real training job: 2-rank DDP on Gloo, ns per step, untraced and traced.
@@ -113,6 +114,9 @@ def bench_mpi():
             ("commtrace", median(lambda: run(traced(cmd), "ns_per_call"))),
             ("commtrace --no-stacks",
              median(lambda: run(traced(["--no-stacks", *cmd]), "ns_per_call"))),
+            ("commtrace, perf-event links",
+             median(lambda: run(traced(cmd), "ns_per_call",
+                                env=dict(os.environ, COMMTRACE_UPROBE_MULTI="0")))),
         ]
         if shutil.which("bpftrace"):
             rows.append(("bpftrace (same probes)",
