@@ -429,8 +429,8 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 			continue;
 		}
 		if (i < CT_TREE_MAX_STACK) {
-			stack[i].qualname = ct_intern(f->qualname);
-			stack[i].file = ct_intern(f->filename);
+			stack[i].qualname = f->iqualname;
+			stack[i].file = f->ifilename;
 			stack[i].line = f->line;
 			if (i + 1 > nstack)
 				nstack = i + 1;

@@ -11,6 +11,7 @@
 #include "commtrace/pyoffsets.h"
 #include "python/pyproc.h"
 #include "python/symbolize.h"
+#include "tree.h"
 
 #define PY_TYPE_SLOTS	64	  /* processes whose str/code/bytes type pointers are remembered */
 #define PY_CODE_HDR_MAX 512	  /* the code object fields read are below 256 in 3.10-3.13 */
@@ -39,6 +40,7 @@ struct entry {
 	uint8_t *lt;
 	char qualname[CT_PY_NAME_MAX];
 	char filename[CT_PY_FILE_MAX];
+	const char *iqualname, *ifilename; /* the same, interned once (ct_intern) */
 };
 
 struct ct_pysym_cache {
@@ -540,6 +542,7 @@ static int fill_entry(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_of
 	e->file_ptr = h->file_ptr;
 	e->lt_ptr = h->lt_ptr;
 	e->firstlineno = h->firstlineno;
+	e->iqualname = e->ifilename = NULL; /* interned at first use */
 	return 0;
 }
 
@@ -628,8 +631,17 @@ static int symbolize_hdr(struct ct_pysym_cache *c, pid_t pid, const struct ct_py
 	if (!e->lt_done)
 		load_linetable(c, pid, o, idx);
 	e = &c->e[idx];
-	snprintf(out->qualname, sizeof(out->qualname), "%s", e->qualname);
-	snprintf(out->filename, sizeof(out->filename), "%s", e->filename);
+	if (!e->iqualname) {
+		e->iqualname = ct_intern(e->qualname);
+		e->ifilename = ct_intern(e->filename);
+	}
+	_Static_assert(sizeof(out->qualname) == sizeof(e->qualname) &&
+			   sizeof(out->filename) == sizeof(e->filename),
+		       "whole names");
+	memcpy(out->qualname, e->qualname, sizeof(out->qualname));
+	memcpy(out->filename, e->filename, sizeof(out->filename));
+	out->iqualname = e->iqualname;
+	out->ifilename = e->ifilename;
 	out->firstlineno = e->firstlineno;
 	out->line = ct_py_linetable_line(o->minor, e->lt, e->lt_len, e->firstlineno,
 					 lasti_of(o, code, instr));

@@ -22,10 +22,11 @@
 #define CT_PYSYM_LINE_BYTES  (8 * 1024 * 1024) /* all cached line tables together */
 
 struct ct_pyframe {
-	char qualname[CT_PY_NAME_MAX]; /* co_qualname ("Outer.method"); co_name on 3.10 */
-	char filename[CT_PY_FILE_MAX]; /* co_filename */
-	int firstlineno;	       /* co_firstlineno */
-	int line;		       /* line being executed, -1 if unknown */
+	char qualname[CT_PY_NAME_MAX];	   /* co_qualname ("Outer.method"); co_name on 3.10 */
+	char filename[CT_PY_FILE_MAX];	   /* co_filename */
+	int firstlineno;		   /* co_firstlineno */
+	int line;			   /* line being executed, -1 if unknown */
+	const char *iqualname, *ifilename; /* the same, interned (ct_intern) */
 };
 
 struct ct_pysym_stats {
