@@ -25,7 +25,7 @@ VERSION  := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 CJSON_CFLAGS := $(shell pkg-config --cflags libcjson 2>/dev/null || echo -I/usr/include/cjson)
 CFLAGS   ?= -O2 -g
 CFLAGS   += $(SAN_FLAGS) -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
-	    -MMD -MP -Iinclude -Iuser -I$(OUTPUT) $(CJSON_CFLAGS) -DCT_VERSION='"$(VERSION)"'
+	    -MMD -MP -Iinclude -Iuser -I$(OUTPUT) $(CJSON_CFLAGS)
 LDLIBS   += -lbpf -lelf -lz -lcjson -lmicrohttpd -lstdc++ -lpthread -lm
 
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux/$(ARCH) -Iinclude \
@@ -62,9 +62,19 @@ $(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(BPF_HDRS) | $(OUTPUT)
 $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 	$(BPFTOOL) gen skeleton $< name $* > $@.tmp && mv $@.tmp $@
 
-$(OUTPUT)/%.o: %.c $(SKELS)
+$(OUTPUT)/%.o: %.c $(SKELS) | $(OUTPUT)/ct_version.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+# The version, in a header rewritten only when it changes: the few objects that print it
+# are rebuilt then (their .d files name it), and only they.
+$(OUTPUT)/ct_version.h: FORCE
+	@mkdir -p $(@D)
+	@v='#ifndef CT_VERSION\n#define CT_VERSION "$(VERSION)"\n#endif'; \
+	[ "$$(cat $@ 2>/dev/null)" = "$$(printf "$$v")" ] || printf "$$v\n" > $@
+
+.PHONY: FORCE
+FORCE:
 
 $(BIN): $(USER_OBJS)
 	$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@

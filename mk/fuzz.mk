@@ -26,7 +26,8 @@ $(OUTPUT)/fuzz/fuzz_text: tests/fuzz/fuzz_text.c $(ELF_SRCS) user/target/proc.c 
 # `replay FILE` (user/record/): the file, then the whole event path and text exporters,
 # so every user-space source but main.c.
 REPLAY_FUZZ_SRCS := $(filter-out user/main.c,$(USER_SRCS))
-$(OUTPUT)/fuzz/fuzz_replay: tests/fuzz/fuzz_replay.c $(REPLAY_FUZZ_SRCS) $(SKELS)
+$(OUTPUT)/fuzz/fuzz_replay: tests/fuzz/fuzz_replay.c $(REPLAY_FUZZ_SRCS) $(SKELS) \
+			    $(OUTPUT)/ct_version.h
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(TRACER_FUZZ_FLAGS) -I$(OUTPUT) $(CJSON_CFLAGS) -DCT_VERSION='"fuzz"' $< \
 		$(REPLAY_FUZZ_SRCS) $(LDLIBS) -o $@

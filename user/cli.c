@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "metrics/metrics.h"
 #include "target/proc.h"
+#include "ct_version.h"
 
 static const char usage_text[] =
     "Usage: commtrace-bpf -p PID[,PID...] [options]\n"

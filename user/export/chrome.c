@@ -18,6 +18,7 @@
 #include "export/chrome.h"
 #include "export/export.h"
 #include "session.h"
+#include "ct_version.h"
 
 /* ---- string buffer ---------------------------------------------------------------------- */
 

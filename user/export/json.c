@@ -9,6 +9,7 @@
 #include "export/export.h"
 #include "pystacks.h"
 #include "python/params.h"
+#include "ct_version.h"
 
 uint64_t ct_session_dropped_calls(const struct ct_session *s)
 {

@@ -30,6 +30,7 @@
 #include "export/chrome.h"
 #include "export/export.h"
 #include "merge/merge.h"
+#include "ct_version.h"
 
 #define MAX_INPUTS   256
 #define MAX_FILE     (1ULL << 31) /* inputs larger than 2 GiB are refused */

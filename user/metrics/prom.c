@@ -17,6 +17,7 @@
 #include "export/export.h"
 #include "metrics/metrics.h"
 #include "session.h"
+#include "ct_version.h"
 
 int ct_metrics_parse_addr(const char *spec, struct sockaddr_storage *ss, socklen_t *len, char *err,
 			  size_t errlen)
