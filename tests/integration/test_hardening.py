@@ -40,7 +40,8 @@ def our_bpf_maps():
     return [m for m in json.loads(out.stdout or "[]") if m.get("name") in names]
 
 
-def perf_uprobe_links():
+def our_links():
+    """Links (uprobe, uprobe_multi, tracepoint) of our programs, in the kernel's view."""
     out = subprocess.run(["bpftool", "-j", "link", "show"], capture_output=True, text=True,
                          timeout=30)
     assert out.returncode == 0, out.stderr
@@ -51,7 +52,7 @@ def perf_uprobe_links():
 def our_uprobe_link_types():
     """The types of our programs' uprobe links; bpftool 7.1 names a uprobe_multi link by
     its number, BPF_LINK_TYPE_UPROBE_MULTI = 12."""
-    return [{12: "uprobe_multi"}.get(l["type"], l["type"]) for l in perf_uprobe_links()
+    return [{12: "uprobe_multi"}.get(l["type"], l["type"]) for l in our_links()
             if l["type"] != "raw_tracepoint"]
 
 
@@ -80,7 +81,7 @@ def test_stop_leaves_nothing_attached(bpf, progs, mpi_available, clean_kernel, r
     mpi, tr, pids, ledgers = start_paused_mpi(reaper, start_tracer, tmp_path,
                                               iters=PAUSE_AT + 3)
     assert our_bpf_programs(), "the tracer's programs are loaded while it runs"
-    assert perf_uprobe_links(), "and its uprobe links exist"
+    assert our_uprobe_link_types(), "and its uprobe links exist"
     tr.signal(sig)
     rc = tr.wait()
     out = tr.args[tr.args.index("--json") + 1]
@@ -147,7 +148,7 @@ def test_link_kinds(bpf, progs, mpi_available, clean_kernel, reaper, start_trace
         assert len(kinds) == 5, kinds
     tr.signal(signal.SIGINT)
     assert tr.wait() == 0, tr.describe()
-    assert wait_gone(what=perf_uprobe_links), perf_uprobe_links()
+    assert wait_gone(what=our_links), our_links()
     js = load_trace_json(tmp_path / "trace.json")
     for r, pid in enumerate(pids):
         assert_matches_ledger(process_by_pid(js, pid), ledgers[r], extras={})
