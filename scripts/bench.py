@@ -31,6 +31,7 @@ only those.
 Run as root. Each configuration runs REPEAT times and the median is kept; the machine is
 noisy, so ratios of medians are what to read, not single numbers.
 """
+import json
 import os
 import re
 import shutil
@@ -201,7 +202,6 @@ def traced_rate(calls, threads=1, rate=0, ringbuf=8, args=(), sample=None):
     sample(tracer_pid, live_line) is called for each live summary line (-i 0.2) when
     given, and its results are returned as the samples.
     """
-    import json
     tmp = Path(tempfile.mkdtemp(prefix="ct-bench-"))
     go, js = tmp / "go", tmp / "trace.json"
     target = subprocess.Popen([str(PROGS / "event_rate"), str(PROGS / "libhccl.so"),
@@ -278,7 +278,6 @@ def bench_pyevents():
     """With Python stacks the reader resolves every stack from the live process: how fast
     can Python threads call before records are lost (pystack_mpi.py, MPI_Barrier through
     ctypes, flat out, from 1 thread at three depths and from 2 and 4 threads at once)?"""
-    import json
     calls = int(float(os.environ.get("BENCH_PY_CALLS", "150e3")))
     print(f"\nEvent path with Python stacks: pystack_mpi.py flat out, {calls:,} calls in all, "
           f"CPython 3.11, worst of {REPEAT} runs")
@@ -342,7 +341,6 @@ def bench_memory():
             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
         samples = [rss(tracer.pid, l) for l in tracer.stderr if l.startswith("commtrace: live:")]
         tracer.wait()
-        import json
         j = json.loads(js.read_text())
     print(f"\nTracer memory, Python stacks (pystack_mpi.py, depth 10): {j['total_counts']:,} "
           f"calls, {j['events']:,} records, dropped_calls {j['dropped_calls']:,}")
@@ -376,7 +374,6 @@ def bench_offline():
     """Replay a recorded event stream through the event path and each exporter, without
     and with Python stacks (then the seed-000 tree is rebuilt too); decode device
     buffers. All offline: records (or MB) per second of one CPU."""
-    import json
     calls = int(float(os.environ.get("BENCH_OFFLINE_CALLS", "1e6")))
     py_calls = int(float(os.environ.get("BENCH_OFFLINE_PY_CALLS", "1e5")))
     with tempfile.TemporaryDirectory() as tmp:

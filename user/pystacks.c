@@ -253,6 +253,12 @@ static const char *short_func(const char *qualname)
 	return dot ? dot + 1 : qualname;
 }
 
+/* A frame named by its code (a helper's, or an op's by rule): interned. */
+static const char *frame_name(const struct ct_rule *r, const struct ct_pyframe *f)
+{
+	return r->name_from == CT_NAME_QUALNAME ? f->iqualname : ct_intern(short_func(f->qualname));
+}
+
 /*
  * Object names cost several reads of the target: cached. Module objects live as
  * long as the model; a freed op object whose address is reused could show a
@@ -369,7 +375,7 @@ static const char *node_name(struct ct_pystate *st, struct ct_proc *p, const str
 		return object_label(st, p, arg1, true);
 	if (r->name_from == CT_NAME_SELF)
 		return object_label(st, p, self, false);
-	return ct_intern(r->name_from == CT_NAME_QUALNAME ? f->qualname : short_func(f->qualname));
+	return frame_name(r, f);
 }
 
 /* The call's own fields, then into the tree (and the recording: replay has no process). */
@@ -444,9 +450,7 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 			break;
 		case CT_ROLE_HELPER:
 			if (!helper)
-				helper = ct_intern(r->name_from == CT_NAME_QUALNAME
-						       ? f->qualname
-						       : short_func(f->qualname));
+				helper = frame_name(r, f);
 			break;
 		case CT_ROLE_MODULE:
 		case CT_ROLE_OP:

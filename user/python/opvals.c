@@ -150,10 +150,10 @@ void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_py
 				v->placements = ct_intern(pl);
 			if (!ct_tensor_mesh(pid, &py->offsets, tl, r->obj, pl, sizeof(pl)))
 				v->mesh = ct_intern(pl);
+			if (looks_alive(pid, r))
+				continue;
 		}
-		if (!looks_alive(pid, r)) {
-			v->placements = v->mesh = NULL;
-			v->freed = 1;
-		}
+		v->placements = v->mesh = NULL;
+		v->freed = 1;
 	}
 }
