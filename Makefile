@@ -53,7 +53,7 @@ PROG_BINS := $(patsubst tests/progs/%.c,$(OUTPUT)/progs/%,$(filter-out tests/pro
 PROGS     := $(PROG_MPI) $(PROG_LIBS) $(PROG_BINS)
 
 .SECONDARY:
-.PHONY: all test test-asan unit progs bench demo clean format lint cuda
+.PHONY: all test test-asan unit progs bench demo install uninstall clean format lint cuda
 all: $(BIN)
 
 $(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(BPF_HDRS) | $(OUTPUT)
@@ -98,7 +98,11 @@ progs: $(PROGS)
 
 unit: $(OUTPUT)/unit-tests
 
-test: $(BIN) unit progs
+# The README's two commands set themselves up: the installer first (well under a second
+# when everything is there), then the build, in a make that reads the tools it installed.
+test:
+	scripts/install-deps.sh
+	$(MAKE) $(BIN) unit progs
 	tests/run
 
 # The whole suite against the sanitized tracer and unit tests: any report fails it.
@@ -112,8 +116,27 @@ test-asan:
 bench: $(BIN) progs
 	/usr/bin/python3 scripts/bench.py
 
-demo: $(BIN) progs
+demo:
+	scripts/install-deps.sh
+	$(MAKE) $(BIN) progs
 	scripts/demo.sh
+
+# sudo make install [PREFIX=/usr/local] [DESTDIR=...]: the binary, the man page, the docs.
+PREFIX  ?= /usr/local
+BINDIR  := $(DESTDIR)$(PREFIX)/sbin
+MANDIR  := $(DESTDIR)$(PREFIX)/share/man/man8
+DOCDIR  := $(DESTDIR)$(PREFIX)/share/doc/commtrace
+DOCS    := README.md $(wildcard docs/*.md)
+install: commtrace-bpf
+	install -d $(BINDIR) $(MANDIR) $(DOCDIR)
+	install -m 0755 commtrace-bpf $(BINDIR)/commtrace-bpf
+	install -m 0644 docs/commtrace-bpf.8 $(MANDIR)/commtrace-bpf.8
+	install -m 0644 $(DOCS) $(DOCDIR)/
+
+# Exactly what install put there, and the doc folder if nothing else is left in it.
+uninstall:
+	rm -f $(BINDIR)/commtrace-bpf $(MANDIR)/commtrace-bpf.8 $(addprefix $(DOCDIR)/,$(notdir $(DOCS)))
+	-rmdir $(DOCDIR) 2>/dev/null
 
 cuda:
 	@mkdir -p $(OUTPUT)/progs

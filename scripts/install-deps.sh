@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Installs every Debian package that building and testing commtrace needs.
-# Idempotent; run as root (CI does). Set COMMTRACE_SKIP_APT=1 to skip.
+# Installs every Debian package that building, testing and the demo need. `make demo` and
+# `make test` run it first. Idempotent: with everything present it asks dpkg once and
+# returns in well under a second; otherwise it says what it installs, then installs it.
+# Run as root. COMMTRACE_SKIP_APT=1 skips it (a machine set up by other means).
 set -euo pipefail
 
 [ "${COMMTRACE_SKIP_APT:-0}" = 1 ] && exit 0
@@ -18,6 +20,9 @@ pkgs=(
 	clang-format clang-tidy cppcheck
 	# test targets: real Open MPI, real PyTorch with Gloo, mpi4py
 	openmpi-bin libopenmpi-dev python3 python3-torch python3-mpi4py python3-pytest
+	# the PyTorch 2.x test root (scripts/torch2-root.sh), the man page's check, the demo's
+	# pointers (jq)
+	debootstrap man-db jq
 	# cross-checks and benchmarks
 	bpftrace
 )
@@ -28,15 +33,25 @@ pkgs=(
 # with) keeps its own.
 command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)
 
+# One dpkg-query for all: "name status" for each package dpkg knows of.
+declare -A have=()
+while read -r name status; do
+	[ "$status" = installed ] && have[${name%%:*}]=1
+done < <(dpkg-query -W -f='${Package} ${db:Status-Status}\n' "${pkgs[@]}" 2>/dev/null || true)
 missing=()
 for p in "${pkgs[@]}"; do
-	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	[ -n "${have[$p]:-}" ] || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
 	echo "install-deps: all ${#pkgs[@]} packages present"
 	exit 0
 fi
-echo "install-deps: installing ${missing[*]}"
+if [ "$(id -u)" != 0 ]; then
+	echo "install-deps: missing ${missing[*]}; run as root (sudo) to install them" >&2
+	exit 1
+fi
+echo "install-deps: installing ${#missing[@]} missing package(s): ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq "${missing[@]}"
+echo "install-deps: installed ${missing[*]}"

@@ -2,6 +2,7 @@
 """The Makefile's dependencies and toolchain choice, checked with `make -n` (nothing is
 built, no root needed)."""
 import os
+import re
 import platform
 import subprocess
 
@@ -40,3 +41,91 @@ def test_cc_defaults_to_gcc_and_can_be_overridden():
     assert compile_line() == "gcc"
     assert compile_line("CC=clang") == "clang"
     assert compile_line(env=dict(os.environ, CC="clang")) == "clang"
+
+
+def test_man_page_renders_and_lists_every_option():
+    """`man -l` renders commtrace-bpf(8) without a warning, and it names every long option
+    of --help and every exit status."""
+    r = subprocess.run(["man", "--warnings", "-l", "docs/commtrace-bpf.8"], cwd=REPO,
+                       capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, MANWIDTH="100"))
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    page = re.sub(r".\x08", "", r.stdout)  # grotty's overstrike bold and underline
+    for section in ("SYNOPSIS", "OPTIONS", "EXIT STATUS", "FILES", "EXAMPLES"):
+        assert f"\n{section}\n" in page, section
+    help_text = subprocess.run([str(REPO / "commtrace-bpf"), "--help"], capture_output=True,
+                               text=True, timeout=30).stdout
+    options = sorted(set(re.findall(r"(--[a-z][a-z-]+)", help_text)))
+    assert len(options) > 25, options
+    missing = [o for o in options if o not in page]
+    assert not missing, f"options in --help but not in the man page: {missing}"
+    exits = page[page.index("\nEXIT STATUS\n"):page.index("\nENVIRONMENT\n")]
+    for code in ("0", "1", "2", "3", "4", "5"):
+        assert re.search(rf"^\s+{code}\s", exits, re.M), code
+
+
+def test_install_and_uninstall_exactly(tmp_path):
+    """make install puts the binary, the man page and the docs under DESTDIR/PREFIX;
+    make uninstall removes exactly those files."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    dest = tmp_path / "root"
+    r = subprocess.run(["make", "install", f"DESTDIR={dest}", "PREFIX=/opt/ct"], cwd=REPO,
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    files = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+    docs = sorted(f"opt/ct/share/doc/commtrace/{p.name}"
+                  for p in [REPO / "README.md", *(REPO / "docs").glob("*.md")])
+    assert files == sorted(["opt/ct/sbin/commtrace-bpf", "opt/ct/share/man/man8/commtrace-bpf.8",
+                            *docs]), files
+    assert os.access(dest / "opt/ct/sbin/commtrace-bpf", os.X_OK)
+    v = subprocess.run([str(dest / "opt/ct/sbin/commtrace-bpf"), "-V"], capture_output=True,
+                       text=True, timeout=30)
+    assert v.returncode == 0 and v.stdout.startswith("commtrace-bpf ")
+    r = subprocess.run(["make", "uninstall", f"DESTDIR={dest}", "PREFIX=/opt/ct"], cwd=REPO,
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0, r.stderr
+    left = [str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file()]
+    assert left == [], left
+    assert not (dest / "opt/ct/share/doc/commtrace").exists()
+
+
+def stub(dirpath, name, body):
+    p = dirpath / name
+    p.write_text("#!/bin/sh\n" + body)
+    p.chmod(0o755)
+
+
+def test_install_deps_installs_only_what_is_missing(tmp_path):
+    """The installer asks dpkg once, installs exactly the missing packages and says so;
+    with everything present it installs nothing (dpkg and apt-get stubbed on PATH)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    log = tmp_path / "apt.log"
+    # dpkg-query -W -f=FORMAT PKG...: "PKG installed" for each, except $MISSING (unknown).
+    stub(bindir, "dpkg-query", 'echo call >> "$DPKG_LOG"; shift 2\n'
+         'for p in "$@"; do [ "$p" = "$MISSING" ] || echo "$p installed"; done\n')
+    stub(bindir, "apt-get", f'echo "$@" >> {log}\n')
+    stub(bindir, "id", "echo 0\n")
+    env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}", DPKG_LOG=str(tmp_path / "d"))
+    env.pop("COMMTRACE_SKIP_APT", None)
+
+    r = subprocess.run(["scripts/install-deps.sh"], cwd=REPO, capture_output=True, text=True,
+                       env=dict(env, MISSING="cppcheck"), timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "installing 1 missing package(s): cppcheck" in r.stdout, r.stdout
+    calls = log.read_text().splitlines()
+    assert calls[-1].split() == ["install", "-y", "-qq", "cppcheck"], calls
+    assert len((tmp_path / "d").read_text().splitlines()) == 1  # one dpkg-query for all
+
+    log.unlink()
+    r = subprocess.run(["scripts/install-deps.sh"], cwd=REPO, capture_output=True, text=True,
+                       env=dict(env, MISSING="none"), timeout=60)
+    assert r.returncode == 0 and "packages present" in r.stdout, r.stdout
+    assert not log.exists(), "apt-get ran with nothing missing"
+
+
+def test_demo_and_test_run_the_installer_first():
+    """The README's two commands set themselves up: the installer comes before the build."""
+    for target in ("demo", "test"):
+        lines = make_n(target)
+        assert lines[0] == "scripts/install-deps.sh", (target, lines[:3])
