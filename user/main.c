@@ -590,7 +590,7 @@ int main(int argc, char **argv)
 		if (!o.quiet)
 			ct_export_summary(&s, stderr, true);
 		if (!o.quiet && s.diag)
-			ct_diag_print(s.diag, stderr);
+			ct_diag_print(s.diag, stderr, o.verbose >= 1);
 		if (o.table_path) {
 			int err = ct_write_table(&s, o.table_path, o.noise_level);
 

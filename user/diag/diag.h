@@ -231,7 +231,11 @@ int ct_diag_log_nstacks(const struct ct_diag *d, uint32_t pid);
 int ct_diag_log_stack(const struct ct_diag *d, uint32_t pid, int i, const struct ct_stack_line **l);
 
 /* The text report (stderr summary). */
-void ct_diag_print(struct ct_diag *d, FILE *out);
+/*
+ * The diagnosis for a person: the findings with their evidence, or one line for a healthy
+ * job (the ranks agree; the worst skew). verbose: every skew, wait and step line too.
+ */
+void ct_diag_print(struct ct_diag *d, FILE *out, bool verbose);
 
 /* diag_json.c: "findings" and "diagnosis" into the --json root (d NULL: empty). */
 struct cJSON;
