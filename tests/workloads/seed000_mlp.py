@@ -13,6 +13,8 @@ Ranks: MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE in the environment, Gloo backend.
   --forwards N      forward passes (default 3)
   --backward        run loss.backward() after each forward
   --wait-file P     write the pid to P.pid.RANK after init, wait for P to exist
+  --pid-file P      write the pid to P.RANK after init and go on (a job already running,
+                    as the demo attaches to it)
   --expect F        write this rank's ledger (what it did) to F.RANK as JSON
   --time            rank 0 prints "ns_per_forward N" (the loop only)
   --linger S        stay S seconds after the loop (a tracer reading the live model, as
@@ -115,6 +117,7 @@ def main():
     ap.add_argument("--forwards", type=int, default=3)
     ap.add_argument("--backward", action="store_true")
     ap.add_argument("--wait-file")
+    ap.add_argument("--pid-file")
     ap.add_argument("--expect")
     ap.add_argument("--time", action="store_true")
     ap.add_argument("--torch-profiler", action="store_true")
@@ -128,6 +131,10 @@ def main():
     MESH = DeviceMesh("cpu", torch.arange(world), ("tp",))
     torch.manual_seed(rank)
     model = MLP(world, rank)
+    if a.pid_file:
+        with open(f"{a.pid_file}.{rank}.tmp", "w") as f:
+            f.write(f"{os.getpid()}\n")
+        os.rename(f"{a.pid_file}.{rank}.tmp", f"{a.pid_file}.{rank}")
     if a.wait_file:
         with open(f"{a.wait_file}.pid.{rank}", "w") as f:
             f.write(f"{os.getpid()}\n")
