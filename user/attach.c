@@ -15,6 +15,7 @@
 #include <bpf/libbpf.h>
 #include "commtrace.skel.h"
 #include "session.h"
+#include "util/log.h"
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
 {

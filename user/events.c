@@ -14,6 +14,7 @@
 #include "record/record.h"
 #include "session.h"
 #include "target/proc.h"
+#include "util/log.h"
 
 _Static_assert(sizeof(struct ct_hdr) == 24, "ct_hdr layout");
 _Static_assert(sizeof(struct ct_loc) == 8, "ct_loc layout");

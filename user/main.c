@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "devprof/devprof_cli.h"
 #include "diag/diag.h"
+#include "drops.h"
 #include "export/chrome.h"
 #include "export/export.h"
 #include "fuse/fuse.h"
@@ -25,6 +26,9 @@
 #include "pystacks.h"
 #include "record/record.h"
 #include "target/proc.h"
+#include "util/clock.h"
+#include "util/intern.h"
+#include "util/log.h"
 
 static volatile sig_atomic_t stop_signal;
 /* Tracing began (the `attached:` line): only then is there a report to give. */
@@ -33,14 +37,6 @@ static bool tracing_started;
 static void on_signal(int sig)
 {
 	stop_signal = sig;
-}
-
-static uint64_t now_ns(clockid_t clk)
-{
-	struct timespec ts;
-
-	clock_gettime(clk, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
 static void print_probe(const struct ct_libdesc *d, const struct ct_file *f, const char *shown)
@@ -316,8 +312,8 @@ static int trace(struct ct_session *s)
 		}
 	}
 
-	s->mono_to_wall_ns = now_ns(CLOCK_REALTIME) - now_ns(CLOCK_MONOTONIC);
-	s->start_ns = now_ns(CLOCK_MONOTONIC);
+	s->mono_to_wall_ns = ct_now_ns(CLOCK_REALTIME) - ct_now_ns(CLOCK_MONOTONIC);
+	s->start_ns = ct_now_ns(CLOCK_MONOTONIC);
 
 	for (int i = 0; i < o->n_pids; i++) {
 		struct ct_proc *p = ct_proc_add(s, o->pids[i]);
@@ -379,7 +375,7 @@ static int trace(struct ct_session *s)
 		close(gate);
 	}
 
-	t0 = now_ns(CLOCK_MONOTONIC);
+	t0 = ct_now_ns(CLOCK_MONOTONIC);
 	next_live = o->interval > 0 ? t0 + (uint64_t)(o->interval * 1e9) : 0;
 	if (o->duration > 0)
 		deadline = t0 + (uint64_t)(o->duration * 1e9);
@@ -391,7 +387,7 @@ static int trace(struct ct_session *s)
 		 * batch period, and what is there is read whether or not a wakeup came.
 		 */
 		err = ring_buffer__poll(s->rb, more ? 0 : 100);
-		consumed = now_ns(CLOCK_MONOTONIC); /* --metrics: what was produced by now */
+		consumed = ct_now_ns(CLOCK_MONOTONIC); /* --metrics: what was produced by now */
 		if (err >= 0 || err == CT_EVENTS_YIELD)
 			err = ring_buffer__consume(s->rb);
 		/*
@@ -407,7 +403,7 @@ static int trace(struct ct_session *s)
 			rc = CT_EXIT_FAIL;
 			break;
 		}
-		now = now_ns(CLOCK_MONOTONIC);
+		now = ct_now_ns(CLOCK_MONOTONIC);
 		ct_metrics_tick(s, consumed, false);
 		if (deadline && now >= deadline)
 			break;
@@ -436,10 +432,10 @@ static int trace(struct ct_session *s)
 		}
 	}
 	/* What the kernel already produced belongs to the report. */
-	consumed = now_ns(CLOCK_MONOTONIC);
+	consumed = ct_now_ns(CLOCK_MONOTONIC);
 	while (ring_buffer__consume(s->rb) == CT_EVENTS_YIELD)
 		;
-	s->end_ns = now_ns(CLOCK_MONOTONIC);
+	s->end_ns = ct_now_ns(CLOCK_MONOTONIC);
 	drop_notice(s, s->end_ns, true);
 	ct_bpf_read_drops(s);
 	ct_metrics_tick(s, consumed, true); /* the final numbers, until the endpoint stops */

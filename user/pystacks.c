@@ -23,6 +23,8 @@
 #include "python/symbolize.h"
 #include "record/record.h"
 #include "target/proc.h"
+#include "util/intern.h"
+#include "util/log.h"
 
 /* Which rule a code object matched: looked up once per code object, not per event. */
 #define ROLE_CACHE 4096

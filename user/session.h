@@ -254,17 +254,4 @@ const char *ct_op_name(const struct ct_proc *p, const struct ct_libdesc *d, uint
 /* Communicators larger than this are taken for garbage, not for the world (rank fallback). */
 #define CT_MAX_COMM_SIZE (1 << 24)
 
-/* log */
-extern int ct_verbose;
-#define ct_info(...)                                                                               \
-	do {                                                                                       \
-		if (ct_verbose >= 1)                                                               \
-			fprintf(stderr, __VA_ARGS__);                                              \
-	} while (0)
-#define ct_debug(...)                                                                              \
-	do {                                                                                       \
-		if (ct_verbose >= 2)                                                               \
-			fprintf(stderr, __VA_ARGS__);                                              \
-	} while (0)
-
 #endif

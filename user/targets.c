@@ -19,8 +19,8 @@
 #include "python/params.h"
 #include "session.h"
 #include "target/proc.h"
-
-int ct_verbose;
+#include "util/log.h"
+#include "util/utf8.h"
 
 struct ct_proc *ct_proc_find(struct ct_session *s, pid_t pid)
 {

@@ -158,12 +158,4 @@ void ct_tree_set_values(struct ct_tree *t, int32_t node, bool outputs, const str
 /* The innermost node open on thread tid of that type (0: any type), or NULL. */
 const struct ct_node *ct_tree_open_node(struct ct_tree *t, uint32_t tid, uint8_t type);
 
-/* Interned strings: one copy per distinct string for the whole session, bounded. */
-const char *ct_intern(const char *s);
-/* One copy per distinct byte string (same budget as names); NULL past the budget. */
-const void *ct_intern_blob(const void *p, size_t len);
-/* In place: invalid UTF-8 and control characters become '?'. */
-void ct_str_sanitize(char *s);
-void ct_intern_free(void);
-
 #endif

@@ -6,6 +6,7 @@
 #include "harness.h"
 #include "export/chrome.h"
 #include "tree.h"
+#include "util/intern.h"
 
 static bool jstr_is(const char *in, const char *want)
 {

@@ -7,6 +7,7 @@
 #include "python/params.h"
 #include "python/profiles.h"
 #include "tree.h"
+#include "util/intern.h"
 
 /* A TensorImpl header as torch 1.13 lays it out (params.c), filled in by hand. */
 static void fake_impl(const struct ct_torch_layout *l, uint8_t *ti, size_t len, uint64_t dim,

@@ -1781,14 +1781,16 @@ void ct_diag_print(struct ct_diag *d, FILE *out, bool verbose)
 			n, n == 1 ? "" : "s", (unsigned long long)d->matched, d->ncomms,
 			d->ncomms == 1 ? "" : "s");
 	else if (!d->matched)
-		fprintf(out, "commtrace: diagnosis: no collective to match across ranks (trace "
-			     "every rank of a communicator with one tracer, or merge the reports)\n");
+		fprintf(out,
+			"commtrace: diagnosis: no collective to match across ranks (trace "
+			"every rank of a communicator with one tracer, or merge the reports)\n");
 	else {
 		/* A healthy job: one line, with the worst skew as the measure of how healthy. */
 		fprintf(out,
 			"commtrace: diagnosis: %d ranks agree on %llu collectives over %d "
 			"communicator%s: no mismatch, no hang, no late rank",
-			ranks, (unsigned long long)d->matched, d->ncomms, d->ncomms == 1 ? "" : "s");
+			ranks, (unsigned long long)d->matched, d->ncomms,
+			d->ncomms == 1 ? "" : "s");
 		if (d->ntop && d->top[0].skew_ns) {
 			fmt_secs(a, sizeof(a), d->top[0].skew_ns);
 			fprintf(out, "; worst skew %s (%s #%llu %s, last rank %d)", a,

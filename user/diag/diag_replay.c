@@ -15,6 +15,7 @@
 #include <cJSON.h>
 #include "catalog/catalog.h"
 #include "diag/diag.h"
+#include "util/intern.h"
 
 #define CHECK_NS 250000000ULL /* the live tracer's hang check period */
 

@@ -16,15 +16,4 @@ void ct_format_detail(const struct ct_node *n, char *buf, size_t len);
 /* The table to a file ("-": stdout), replaced atomically. */
 int ct_write_table(struct ct_session *s, const char *path, int noise);
 
-/* Total drops of all kinds. */
-uint64_t ct_session_drops(const struct ct_session *s);
-/* The name of a drop kind (enum ct_drop) in the JSON, the Chrome metadata and the metrics. */
-const char *ct_drop_name(int kind);
-/* Calls lost (their entry record): calls made = calls counted + this. */
-uint64_t ct_session_dropped_calls(const struct ct_session *s);
-
-/* Open a file for writing without following a planted symlink (O_NOFOLLOW, 0644). */
-FILE *ct_open_output(const char *path, char *tmp, size_t tmplen);
-int ct_commit_output(FILE *f, const char *tmp, const char *path);
-
 #endif

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* The human summary on stderr: live every -i seconds and once at the end. */
 #include <stdio.h>
+#include "drops.h"
 #include "export/export.h"
 
 static const char *fmt_ns(char *buf, size_t len, uint64_t ns, bool any)

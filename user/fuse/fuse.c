@@ -19,6 +19,7 @@
 #include "devprof/devprof.h"
 #include "export/export.h"
 #include "fuse/fuse.h"
+#include "util/output.h"
 
 #define FUSE_MAX_INPUTS 64
 #define FUSE_PID_BASE	0x2000000  /* profiler processes not matched: above pid_max */

@@ -30,6 +30,7 @@
 #include "export/chrome.h"
 #include "export/export.h"
 #include "merge/merge.h"
+#include "util/output.h"
 #include "ct_version.h"
 
 #define MAX_INPUTS   256

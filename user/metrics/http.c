@@ -19,6 +19,7 @@
 #include "export/chrome.h"
 #include "metrics/metrics.h"
 #include "session.h"
+#include "util/clock.h"
 
 #define WAIT_FRESH_NS 1000000000ULL /* a scrape waits this long at most for a fresh render */
 
@@ -40,14 +41,6 @@ struct ct_metrics {
 	double render_s;
 	uint64_t scrapes;
 };
-
-static uint64_t clock_ns(clockid_t clk)
-{
-	struct timespec ts;
-
-	clock_gettime(clk, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int status, const char *type,
 			     char *body, size_t len, enum MHD_ResponseMemoryMode mode)
@@ -75,7 +68,7 @@ static char *fresh_copy(struct ct_metrics *m, size_t *len)
 	uint64_t gen, t;
 	char *copy;
 
-	t = clock_ns(CLOCK_MONOTONIC) + WAIT_FRESH_NS;
+	t = ct_now_ns(CLOCK_MONOTONIC) + WAIT_FRESH_NS;
 	dl.tv_sec = (time_t)(t / 1000000000ULL);
 	dl.tv_nsec = (long)(t % 1000000000ULL);
 	pthread_mutex_lock(&m->lock);
@@ -145,15 +138,15 @@ static void publish(struct ct_metrics *m, struct ct_sbuf *b)
 static void render_publish(struct ct_session *s, uint64_t consumed_mono_ns)
 {
 	struct ct_metrics *m = s->metrics;
-	uint64_t t0 = clock_ns(CLOCK_MONOTONIC);
+	uint64_t t0 = ct_now_ns(CLOCK_MONOTONIC);
 	uint64_t wall = consumed_mono_ns + s->mono_to_wall_ns;
 
 	if (!s->mono_to_wall_ns) /* before the trace set its clock */
-		wall = clock_ns(CLOCK_REALTIME) - (t0 - consumed_mono_ns);
+		wall = ct_now_ns(CLOCK_REALTIME) - (t0 - consumed_mono_ns);
 	if (s->skel)
 		ct_bpf_read_drops(s);
 	ct_metrics_render(s, &m->work, wall, m->render_s);
-	m->last_render_mono = clock_ns(CLOCK_MONOTONIC);
+	m->last_render_mono = ct_now_ns(CLOCK_MONOTONIC);
 	m->render_s = (double)(m->last_render_mono - t0) / 1e9;
 	if (m->work.oom) { /* keep serving the previous snapshot */
 		ct_sbuf_reset(&m->work);
@@ -228,7 +221,7 @@ int ct_metrics_start(struct ct_session *s, const char *spec, char *err, size_t e
 
 	/* The first snapshot, so that no scrape ever sees an empty page. */
 	s->metrics = m;
-	render_publish(s, clock_ns(CLOCK_MONOTONIC));
+	render_publish(s, ct_now_ns(CLOCK_MONOTONIC));
 
 	/* Signals are the trace loop's: libmicrohttpd's threads inherit them blocked. */
 	sigemptyset(&block);

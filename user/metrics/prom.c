@@ -13,10 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <netinet/in.h>
-#include "export/chrome.h"
+#include "drops.h"
 #include "export/export.h"
 #include "metrics/metrics.h"
 #include "session.h"
+#include "util/sbuf.h"
 #include "ct_version.h"
 
 int ct_metrics_parse_addr(const char *spec, struct sockaddr_storage *ss, socklen_t *len, char *err,

@@ -8,6 +8,7 @@
 #include "python/opvals.h"
 #include "python/params.h"
 #include "python/symbolize.h"
+#include "util/intern.h"
 
 #define TYPE_CACHE     1024 /* (pid, type) slots, direct-mapped */
 #define TYPE_BASES_MAX 16   /* tp_base links followed */

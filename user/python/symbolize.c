@@ -12,6 +12,7 @@
 #include "python/pyproc.h"
 #include "python/symbolize.h"
 #include "tree.h"
+#include "util/intern.h"
 
 #define PY_TYPE_SLOTS	64	  /* processes whose str/code/bytes type pointers are remembered */
 #define PY_CODE_HDR_MAX 512	  /* the code object fields read are below 256 in 3.10-3.13 */

@@ -15,6 +15,9 @@
 #include "export/export.h"
 #include "record/record.h"
 #include "target/proc.h"
+#include "util/clock.h"
+#include "util/intern.h"
+#include "util/utf8.h"
 
 _Static_assert(CT_DROP_MAX <= CT_REC_MAX_DROPS, "ct_rec_end holds every drop counter");
 _Static_assert(sizeof(struct ct_call_event) <= CT_REC_MAX_EVENT, "CT_REC_MAX_EVENT");
@@ -545,14 +548,6 @@ int ct_replay_file(struct ct_session *s, FILE *f, struct ct_replay_stats *st, ch
 	return 0;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
-}
-
 static const char replay_usage[] =
     "Usage: commtrace-bpf replay FILE [--json F] [--chrome F] [--table F] [--noise-level N] "
     "[-q]\n"
@@ -631,7 +626,7 @@ int ct_replay_main(int argc, char **argv)
 			return CT_EXIT_FAIL;
 		}
 	}
-	t0 = mono_ns();
+	t0 = ct_now_ns(CLOCK_MONOTONIC);
 	e = ct_replay_file(&s, f, &st, err, sizeof(err));
 	fclose(f);
 	if (e) {
@@ -639,7 +634,7 @@ int ct_replay_main(int argc, char **argv)
 			e == -EINVAL ? err : strerror(-e));
 		rc = e == -EINVAL ? CT_EXIT_USAGE : CT_EXIT_FAIL;
 	}
-	t1 = mono_ns();
+	t1 = ct_now_ns(CLOCK_MONOTONIC);
 	if (s.chrome && ct_chrome_close(&s))
 		rc = CT_EXIT_FAIL;
 	if (!rc && !o.quiet)
@@ -655,7 +650,8 @@ int ct_replay_main(int argc, char **argv)
 			"replayed: %llu%s\n",
 			(unsigned long long)st.records, st.bytes / 1e6, (t1 - t0) / 1e9,
 			st.records / ((t1 - t0 + 1) / 1e9), st.bytes / 1e6 / ((t1 - t0 + 1) / 1e9),
-			(mono_ns() - t1) / 1e9, (unsigned long long)st.stacks_replayed,
+			(ct_now_ns(CLOCK_MONOTONIC) - t1) / 1e9,
+			(unsigned long long)st.stacks_replayed,
 			(unsigned long long)st.stacks_skipped,
 			st.truncated ? "; the file is cut short" : "");
 	ct_session_free(&s);

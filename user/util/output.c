@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "export/export.h"
+#include "util/output.h"
 
 FILE *ct_open_output(const char *path, char *tmp, size_t tmplen)
 {

@@ -1,0 +1,4 @@
+// SPDX-License-Identifier: MIT
+#include "util/log.h"
+
+int ct_verbose;
