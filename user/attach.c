@@ -5,6 +5,7 @@
  * poll → one cleanup path.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,7 +132,7 @@ static bool probe_uprobe_multi(void)
 	return ok;
 }
 
-int ct_bpf_open_load(struct ct_session *s)
+int ct_bpf_open_load(struct ct_session *s, ring_buffer_sample_fn on_record)
 {
 	struct commtrace *skel;
 	size_t n = ct_catalog_size();
@@ -199,13 +200,156 @@ int ct_bpf_open_load(struct ct_session *s)
 			strerror(-err));
 		return err;
 	}
-	s->rb = ring_buffer__new(bpf_map__fd(skel->maps.events), ct_events_handle, s, NULL);
+	if (!on_record)
+		return 0;
+	s->rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_record, s, NULL);
 	if (!s->rb) {
 		err = -errno;
 		fprintf(stderr, "commtrace: ring buffer: %s\n", strerror(-err));
 		return err;
 	}
 	return 0;
+}
+
+/*
+ * Detaching waits: closing a uprobe link waits for the kernel's uprobe grace period
+ * (~80 ms measured here). One perf-event link per probe, the ~200 links of two Gloo ranks
+ * closed one after the other took 16 s; closed from several threads at once, the waits
+ * overlap. A uprobe_multi link waits once for all its probes.
+ */
+#define DETACH_THREADS 16
+
+struct detach_job {
+	struct ct_link *links;
+	size_t n, first, step;
+};
+
+static void link_destroy(struct ct_link *k)
+{
+	if (k->bl)
+		bpf_link__destroy(k->bl);
+	else if (k->fd >= 0)
+		close(k->fd);
+}
+
+static void *detach_worker(void *arg)
+{
+	const struct detach_job *j = arg;
+
+	for (size_t i = j->first; i < j->n; i += j->step)
+		link_destroy(&j->links[i]);
+	return NULL;
+}
+
+static void links_destroy_all(struct ct_link *links, size_t n)
+{
+	struct detach_job jobs[DETACH_THREADS];
+	pthread_t th[DETACH_THREADS];
+	bool started[DETACH_THREADS] = {false};
+	size_t nt = n < DETACH_THREADS ? n : DETACH_THREADS;
+
+	for (size_t t = 0; t < nt; t++) {
+		jobs[t] = (struct detach_job){.links = links, .n = n, .first = t, .step = nt};
+		started[t] = nt > 1 && !pthread_create(&th[t], NULL, detach_worker, &jobs[t]);
+		if (!started[t])
+			detach_worker(&jobs[t]); /* no thread: here, in turn */
+	}
+	for (size_t t = 0; t < nt; t++)
+		if (started[t])
+			pthread_join(th[t], NULL);
+}
+
+void ct_links_destroy(struct ct_links *l, size_t from)
+{
+	if (from < l->n)
+		links_destroy_all(l->v + from, l->n - from);
+	l->n = from < l->n ? from : l->n;
+	if (!from) {
+		free(l->v);
+		*l = (struct ct_links){0};
+	}
+}
+
+size_t ct_links_probes(const struct ct_links *l)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < l->n; i++)
+		n += l->v[i].probes;
+	return n;
+}
+
+/*
+ * A process that exits mid-trace is detached by a background thread, so that the event
+ * loop goes on reading the other processes' records (and sees at once when the last one
+ * has exited) while the kernel takes its time. ct_links_wait() waits for it to finish.
+ */
+struct detach_item {
+	struct ct_links links;
+	struct detach_item *next;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct detach_item *head;
+	bool running, stop;
+	pthread_t thread;
+} dq = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+static void *detacher(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&dq.lock);
+	for (;;) {
+		struct detach_item *it = dq.head;
+
+		if (!it) {
+			if (dq.stop)
+				break;
+			pthread_cond_wait(&dq.cond, &dq.lock);
+			continue;
+		}
+		dq.head = it->next;
+		pthread_mutex_unlock(&dq.lock);
+		ct_links_destroy(&it->links, 0);
+		free(it);
+		pthread_mutex_lock(&dq.lock);
+	}
+	pthread_mutex_unlock(&dq.lock);
+	return NULL;
+}
+
+void ct_links_destroy_async(struct ct_links *l)
+{
+	struct detach_item *it = malloc(sizeof(*it));
+
+	pthread_mutex_lock(&dq.lock);
+	if (it && !dq.running && !dq.stop)
+		dq.running = !pthread_create(&dq.thread, NULL, detacher, NULL);
+	if (it && dq.running && !dq.stop) {
+		*it = (struct detach_item){.links = *l, .next = dq.head};
+		*l = (struct ct_links){0};
+		dq.head = it;
+		pthread_cond_signal(&dq.cond);
+		pthread_mutex_unlock(&dq.lock);
+		return;
+	}
+	pthread_mutex_unlock(&dq.lock);
+	free(it);
+	ct_links_destroy(l, 0);
+}
+
+void ct_links_wait(void)
+{
+	pthread_mutex_lock(&dq.lock);
+	dq.stop = true;
+	pthread_cond_signal(&dq.cond);
+	pthread_mutex_unlock(&dq.lock);
+	if (dq.running)
+		pthread_join(dq.thread, NULL);
+	dq.running = false;
+	dq.stop = false;
 }
 
 static int push_link(struct ct_links *l, struct ct_link k)
@@ -315,38 +459,13 @@ int ct_bpf_attach_funcs(struct ct_session *s, struct ct_proc *p, struct ct_file 
 	return err == -ESRCH || err == -ENOENT ? err : done;
 }
 
-int ct_bpf_attach_ldso(struct ct_session *s, const char *path)
+int ct_bpf_attach_ldso(struct ct_session *s, const char *path, uint64_t off)
 {
-	uint64_t cookie = ct_catalog_base(&ct_lib_ldso), off;
-	char err[256];
-	struct ct_file *f;
-	struct stat st;
-	int rc;
+	uint64_t cookie = ct_catalog_base(&ct_lib_ldso);
 
-	if (stat(path, &st))
-		return -errno;
-	for (int i = 0; i < s->n_ldso; i++)
-		if (s->ldso_files[i].dev == st.st_dev && s->ldso_files[i].ino == st.st_ino)
-			return 0;
-	if (s->n_ldso == (int)ARRAY_LEN(s->ldso_files))
-		return -ENOSPC;
-	f = ct_file_get(s, path, &ct_lib_ldso, err, sizeof(err));
-	if (!f || !f->funcs[0].found) {
-		ct_info("commtrace: no _dl_debug_state in %s: libraries loaded later are found "
-			"by polling only\n",
-			path);
-		return -ENOENT;
-	}
 	/* File-wide (pid -1), filtered in BPF by the traced set: no race with a new exec. */
-	off = f->funcs[0].file_off;
-	rc = attach_prog(s, s->skel->progs.ct_entry, f->path, &off, &cookie, 1, false, -1,
-			 &s->ldso_links);
-	if (rc)
-		return rc;
-	s->ldso_files[s->n_ldso].dev = st.st_dev;
-	s->ldso_files[s->n_ldso].ino = st.st_ino;
-	s->n_ldso++;
-	return 0;
+	return attach_prog(s, s->skel->progs.ct_entry, path, &off, &cookie, 1, false, -1,
+			   &s->ldso_links);
 }
 
 int ct_bpf_attach_pyops(struct ct_session *s, struct ct_proc *p, const char *path, uint64_t off)

@@ -188,7 +188,7 @@ static int attach_ldso_self(struct ct_session *s)
 
 	if (ct_maps_foreach(getpid(), find_ldso, path) != 1)
 		return -ENOENT;
-	return ct_bpf_attach_ldso(s, path);
+	return ct_attach_ldso(s, path);
 }
 
 static int count_probes(struct ct_session *s, char *libs, size_t len)
@@ -299,7 +299,7 @@ static int trace(struct ct_session *s)
 		fprintf(stderr, "commtrace-bpf: cannot use BPF: %s\n", why);
 		return CT_EXIT_NOPRIV;
 	}
-	err = ct_bpf_open_load(s);
+	err = ct_bpf_open_load(s, ct_events_handle);
 	if (err)
 		return err == -EPERM || err == -EACCES ? CT_EXIT_NOPRIV : CT_EXIT_FAIL;
 	{
@@ -481,7 +481,7 @@ int main(int argc, char **argv)
 	if (o.check) {
 		const char *why = ct_bpf_unavailable_reason();
 
-		if (!why && ct_bpf_open_load(&s))
+		if (!why && ct_bpf_open_load(&s, NULL))
 			why = "the BPF programs did not load (see the messages above)";
 		ct_bpf_close(&s);
 		if (why) {

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "attach.h"
 #include "catalog/catalog.h"
 #include "elf/elfsym.h"
 #include "stats.h"
@@ -54,22 +55,6 @@ struct ct_opts {
 	double hang_after;	  /* seconds blocked in a collective before a hang alert; 0: none */
 	double late_after;	  /* arrival skew (seconds) from which the last rank is named */
 	const char *metrics_addr; /* --metrics [ADDR:]PORT (user/metrics/), or NULL */
-};
-
-/*
- * One attachment: a libbpf link (one uprobe), or the fd of a uprobe_multi link, which
- * holds the probes of one program on one file for one process (Linux 6.6+) and detaches
- * them all with one wait for the kernel's grace period instead of one each.
- */
-struct ct_link {
-	struct bpf_link *bl; /* or NULL, and fd */
-	int fd;
-	unsigned int probes;
-};
-
-struct ct_links {
-	struct ct_link *v;
-	size_t n, cap;
 };
 
 /* One resolved library file, shared by every process that maps it. */
@@ -192,14 +177,8 @@ struct ct_proc *ct_proc_add(struct ct_session *s, pid_t pid);
  * Returns the number of library instances newly attached, or -errno. */
 int ct_proc_scan(struct ct_session *s, struct ct_proc *p);
 void ct_proc_detach(struct ct_session *s, struct ct_proc *p);
-/* Destroy the links from index `from` on (several at once: each close waits for the
- * kernel); free the array when from is 0. */
-void ct_links_destroy(struct ct_links *l, size_t from);
-/* Probes held by the links. */
-size_t ct_links_probes(const struct ct_links *l);
-/* Wait until the links of the processes detached so far are gone (ct_proc_detach()
- * hands them to a background thread). */
-void ct_links_wait(void);
+/* The dynamic linker's _dl_debug_state, file-wide, once per file: libraries loaded later. */
+int ct_attach_ldso(struct ct_session *s, const char *path);
 /*
  * Launch mode: attach, before the command starts, to the known libraries in the
  * dynamic linker's default directories, for every process (filtered in BPF): a
@@ -215,25 +194,6 @@ const char *ct_proc_thread_name(struct ct_proc *p, pid_t tid);
 void ct_proc_set_thread_name(struct ct_proc *p, pid_t tid, const char *name);
 int ct_session_live_procs(struct ct_session *s);
 void ct_session_free(struct ct_session *s);
-
-/* attach.c: BPF lifecycle */
-int ct_bpf_open_load(struct ct_session *s);
-/*
- * Entry and return probes on every function found in f, for p; p NULL: on the file for
- * every process (launch mode), links kept by the file. The number of functions probed, or
- * -ESRCH/-ENOENT when the process is gone.
- */
-int ct_bpf_attach_funcs(struct ct_session *s, struct ct_proc *p, struct ct_file *f);
-int ct_bpf_attach_ldso(struct ct_session *s, const char *path);
-int ct_bpf_trace_pid(struct ct_session *s, pid_t pid);
-/* A probe on the executable's entry point: all its startup libraries are mapped then. */
-int ct_bpf_attach_entry(struct ct_session *s, struct ct_proc *p);
-/* --ops: _PyEval_EvalFrameDefault at file offset off of path (as opened), for p only. */
-int ct_bpf_attach_pyops(struct ct_session *s, struct ct_proc *p, const char *path, uint64_t off);
-void ct_bpf_read_drops(struct ct_session *s);
-void ct_bpf_close(struct ct_session *s);
-/* Why BPF cannot be used here (missing capability, …), or NULL when it can. */
-const char *ct_bpf_unavailable_reason(void);
 
 /* events.c */
 /*

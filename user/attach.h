@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The BPF side's lifecycle, and every link's: made here (one uprobe_multi link per program,
+ * library and process, or one libbpf link per probe), destroyed here, in the background for
+ * a process that has gone.
+ */
+#ifndef CT_ATTACH_H
+#define CT_ATTACH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <bpf/libbpf.h>
+
+struct ct_session;
+struct ct_proc;
+struct ct_file;
+
+/*
+ * One attachment: a libbpf link (one uprobe), or the fd of a uprobe_multi link, which
+ * holds the probes of one program on one file for one process (Linux 6.6+) and detaches
+ * them all with one wait for the kernel's grace period instead of one each.
+ */
+struct ct_link {
+	struct bpf_link *bl; /* or NULL, and fd */
+	int fd;
+	unsigned int probes;
+};
+
+struct ct_links {
+	struct ct_link *v;
+	size_t n, cap;
+};
+
+/* Destroy the links from index `from` on (several at once: each close waits for the
+ * kernel); free the array when from is 0. */
+void ct_links_destroy(struct ct_links *l, size_t from);
+/* Takes the links over (*l is emptied): destroyed by a background thread, so that the event
+ * loop goes on while the kernel waits out its grace period (or here, without a thread). */
+void ct_links_destroy_async(struct ct_links *l);
+/* Probes held by the links. */
+size_t ct_links_probes(const struct ct_links *l);
+/* Wait until the links handed to ct_links_destroy_async() are gone. */
+void ct_links_wait(void);
+
+/*
+ * open, configure, load, fill the probe specs, attach the process tracepoints; with
+ * on_record, the ring buffer that calls it for each record (ctx: the session).
+ */
+int ct_bpf_open_load(struct ct_session *s, ring_buffer_sample_fn on_record);
+/*
+ * Entry and return probes on every function found in f, for p; p NULL: on the file for
+ * every process (launch mode), links kept by the file. The number of functions probed, or
+ * -ESRCH/-ENOENT when the process is gone.
+ */
+int ct_bpf_attach_funcs(struct ct_session *s, struct ct_proc *p, struct ct_file *f);
+/* A file-wide entry probe on the dynamic linker's _dl_debug_state at file offset off. */
+int ct_bpf_attach_ldso(struct ct_session *s, const char *path, uint64_t off);
+int ct_bpf_trace_pid(struct ct_session *s, pid_t pid);
+/* A probe on the executable's entry point: all its startup libraries are mapped then. */
+int ct_bpf_attach_entry(struct ct_session *s, struct ct_proc *p);
+/* --ops: _PyEval_EvalFrameDefault at file offset off of path (as opened), for p only. */
+int ct_bpf_attach_pyops(struct ct_session *s, struct ct_proc *p, const char *path, uint64_t off);
+void ct_bpf_read_drops(struct ct_session *s);
+void ct_bpf_close(struct ct_session *s);
+/* Why BPF cannot be used here (missing capability, …), or NULL when it can. */
+const char *ct_bpf_unavailable_reason(void);
+
+#endif
