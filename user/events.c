@@ -27,59 +27,6 @@ _Static_assert(sizeof(struct ct_op_event) == 56, "ct_op_event layout");
 _Static_assert(sizeof(struct ct_proc_event) == 48, "ct_proc_event layout");
 _Static_assert(sizeof(struct ct_frame) == 40, "ct_frame layout");
 
-static const struct ct_libinst *proc_lib(const struct ct_proc *p, const struct ct_libdesc *d)
-{
-	for (int i = 0; i < p->n_libs; i++)
-		if (p->libs[i].file->desc == d)
-			return &p->libs[i];
-	return NULL;
-}
-
-const char *ct_dtype_name(const struct ct_proc *p, const struct ct_libdesc *d, uint64_t raw)
-{
-	const struct ct_named_value *v;
-	const struct ct_libinst *li;
-
-	if (d->n_dtypes) {
-		v = ct_named_find(d->dtypes, d->n_dtypes, raw);
-		return v ? v->name : NULL;
-	}
-	if (!d->n_dtype_objects || !raw)
-		return NULL;
-	li = proc_lib(p, d);
-	if (!li)
-		return NULL;
-	for (size_t i = 0; i < d->n_dtype_objects; i++) {
-		/* the library's object, or the executable's copy of it */
-		if (li->dtype_addr[i] == raw ||
-		    li->dtype_addr[d->n_dtype_objects + d->n_op_objects + i] == raw)
-			return d->dtype_objects[i].name;
-	}
-	return "derived"; /* a user-defined datatype: its size is still exact */
-}
-
-const char *ct_op_name(const struct ct_proc *p, const struct ct_libdesc *d, uint64_t raw)
-{
-	size_t nd = d->n_dtype_objects, no = d->n_op_objects;
-	const struct ct_named_value *v;
-	const struct ct_libinst *li;
-
-	if (d->n_ops) {
-		v = ct_named_find(d->ops, d->n_ops, raw);
-		return v ? v->name : NULL;
-	}
-	if (!no || !raw)
-		return NULL;
-	li = proc_lib(p, d);
-	if (!li)
-		return NULL;
-	/* [library dtypes][library ops][executable dtypes][executable ops] (targets.c) */
-	for (size_t i = 0; i < no; i++)
-		if (li->op_addr[i] == raw || li->dtype_addr[nd + no + nd + i] == raw)
-			return d->op_objects[i].name;
-	return "user"; /* an MPI_Op_create op */
-}
-
 /*
  * A process whose environment names no rank takes its rank (and world size) in the
  * largest communicator seen: the world, once it has been used.

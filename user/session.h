@@ -73,14 +73,23 @@ struct ct_file {
 	bool wide;
 };
 
+/*
+ * Runtime addresses of a library's predefined handle objects in one process (MPI_DOUBLE is
+ * &ompi_mpi_double, MPI_SUM &ompi_mpi_op_sum): in the library, and the copies a non-PIC
+ * executable holds (copy relocations). 0: not found. One allocation, owned by dtypes.
+ */
+struct ct_handles {
+	uint64_t *dtypes, *ops;		/* desc->n_dtype_objects, desc->n_op_objects */
+	uint64_t *exe_dtypes, *exe_ops; /* the same, in the executable */
+};
+
 /* A library file mapped into one process. */
 struct ct_libinst {
 	struct ct_file *file;
 	char path[PATH_MAX];	     /* as the target sees it */
 	uint64_t map_start, map_off; /* one executable mapping, for runtime addresses */
-	uint64_t *dtype_addr;	     /* runtime addresses of dtype objects */
-	uint64_t *op_addr;
-	int n_probes; /* functions probed (entry and return) */
+	struct ct_handles handles;   /* its predefined dtype and op objects (ct_handles_alloc) */
+	int n_probes;		     /* functions probed (entry and return) */
 };
 
 struct ct_thread_name {
@@ -195,6 +204,17 @@ void ct_proc_set_thread_name(struct ct_proc *p, pid_t tid, const char *name);
 int ct_session_live_procs(struct ct_session *s);
 void ct_session_free(struct ct_session *s);
 
+/* Name of a raw dtype value (enum or handle) of a library in a process, or NULL. */
+const char *ct_dtype_name(const struct ct_proc *p, const struct ct_libdesc *d, uint64_t raw);
+/*
+ * Name of a raw reduce-op value (enum or handle): "sum", "prod", "max", "min", "avg", …;
+ * "user" for an MPI handle that is no predefined op; NULL when unknown.
+ */
+const char *ct_op_name(const struct ct_proc *p, const struct ct_libdesc *d, uint64_t raw);
+/* Zeroed handle tables for d's objects; 0 or -ENOMEM. ct_handles_free() releases them. */
+int ct_handles_alloc(struct ct_handles *h, const struct ct_libdesc *d);
+void ct_handles_free(struct ct_handles *h);
+
 /* events.c */
 /*
  * The ring buffer's callback. It returns CT_EVENTS_YIELD after every CT_EVENTS_BATCH
@@ -204,13 +224,6 @@ void ct_session_free(struct ct_session *s);
 #define CT_EVENTS_BATCH 65536
 #define CT_EVENTS_YIELD (-EAGAIN)
 int ct_events_handle(void *ctx, void *data, size_t len);
-/* Name of a raw dtype value (enum or handle) of a library in a process, or NULL. */
-const char *ct_dtype_name(const struct ct_proc *p, const struct ct_libdesc *d, uint64_t raw);
-/*
- * Name of a raw reduce-op value (enum or handle): "sum", "prod", "max", "min", "avg", …;
- * "user" for an MPI handle that is no predefined op; NULL when unknown.
- */
-const char *ct_op_name(const struct ct_proc *p, const struct ct_libdesc *d, uint64_t raw);
 /* Communicators larger than this are taken for garbage, not for the world (rank fallback). */
 #define CT_MAX_COMM_SIZE (1 << 24)
 

@@ -240,7 +240,7 @@ static int collect_exe(const struct ct_map *m, void *ctx)
  * &ompi_mpi_double) gets a copy relocation: the object then lives in the
  * executable, and that copy's address is the handle the calls pass.
  */
-static void exe_copies(struct ct_proc *p, const struct ct_libdesc *d, uint64_t *out)
+static void exe_copies(struct ct_proc *p, const struct ct_libdesc *d, struct ct_handles *h)
 {
 	size_t nd = d->n_dtype_objects, no = d->n_op_objects;
 	struct ct_sym_want *wants = calloc(nd + no, sizeof(*wants));
@@ -268,12 +268,83 @@ static void exe_copies(struct ct_proc *p, const struct ct_libdesc *d, uint64_t *
 		goto out;
 	for (size_t i = 0; i < nd + no; i++)
 		if (found[i].found)
-			out[i] = runtime_addr(&x.sc, x.path, ct_elf_base_vaddr(e), found[i].addr);
+			*(i < nd ? &h->exe_dtypes[i] : &h->exe_ops[i - nd]) =
+			    runtime_addr(&x.sc, x.path, ct_elf_base_vaddr(e), found[i].addr);
 out:
 	ct_elf_close(e);
 	free(x.sc.maps);
 	free(wants);
 	free(found);
+}
+
+int ct_handles_alloc(struct ct_handles *h, const struct ct_libdesc *d)
+{
+	size_t nd = d->n_dtype_objects, no = d->n_op_objects;
+
+	h->dtypes = calloc(2 * (nd + no) + 1, sizeof(uint64_t));
+	if (!h->dtypes)
+		return -ENOMEM;
+	h->ops = h->dtypes + nd;
+	h->exe_dtypes = h->ops + no;
+	h->exe_ops = h->exe_dtypes + nd;
+	return 0;
+}
+
+void ct_handles_free(struct ct_handles *h)
+{
+	free(h->dtypes);
+	*h = (struct ct_handles){0};
+}
+
+static const struct ct_libinst *proc_lib(const struct ct_proc *p, const struct ct_libdesc *d)
+{
+	for (int i = 0; i < p->n_libs; i++)
+		if (p->libs[i].file->desc == d)
+			return &p->libs[i];
+	return NULL;
+}
+
+const char *ct_dtype_name(const struct ct_proc *p, const struct ct_libdesc *d, uint64_t raw)
+{
+	const struct ct_named_value *v;
+	const struct ct_libinst *li;
+
+	if (d->n_dtypes) {
+		v = ct_named_find(d->dtypes, d->n_dtypes, raw);
+		return v ? v->name : NULL;
+	}
+	if (!d->n_dtype_objects || !raw)
+		return NULL;
+	li = proc_lib(p, d);
+	if (!li)
+		return NULL;
+	for (size_t i = 0; i < d->n_dtype_objects; i++) {
+		/* the library's object, or the executable's copy of it */
+		if (li->handles.dtypes[i] == raw || li->handles.exe_dtypes[i] == raw)
+			return d->dtype_objects[i].name;
+	}
+	return "derived"; /* a user-defined datatype: its size is still exact */
+}
+
+const char *ct_op_name(const struct ct_proc *p, const struct ct_libdesc *d, uint64_t raw)
+{
+	size_t no = d->n_op_objects;
+	const struct ct_named_value *v;
+	const struct ct_libinst *li;
+
+	if (d->n_ops) {
+		v = ct_named_find(d->ops, d->n_ops, raw);
+		return v ? v->name : NULL;
+	}
+	if (!no || !raw)
+		return NULL;
+	li = proc_lib(p, d);
+	if (!li)
+		return NULL;
+	for (size_t i = 0; i < no; i++)
+		if (li->handles.ops[i] == raw || li->handles.exe_ops[i] == raw)
+			return d->op_objects[i].name;
+	return "user"; /* an MPI_Op_create op */
 }
 
 static bool already(const struct ct_proc *p, const char *path)
@@ -300,20 +371,18 @@ static int attach_lib(struct ct_session *s, struct ct_proc *p, const struct scan
 	memset(li, 0, sizeof(*li));
 	li->file = f;
 	snprintf(li->path, sizeof(li->path), "%s", m->path);
-	/* [library dtypes][library ops][executable dtypes][executable ops] */
-	li->dtype_addr = calloc(2 * (d->n_dtype_objects + d->n_op_objects) + 1, sizeof(uint64_t));
-	if (!li->dtype_addr)
+	if (ct_handles_alloc(&li->handles, d))
 		return -ENOMEM;
-	li->op_addr = li->dtype_addr + d->n_dtype_objects;
 	for (size_t i = 0; i < d->n_dtype_objects; i++)
 		if (f->dtypes[i].found)
-			li->dtype_addr[i] =
+			li->handles.dtypes[i] =
 			    runtime_addr(sc, m->path, f->base_vaddr, f->dtypes[i].addr);
 	for (size_t i = 0; i < d->n_op_objects; i++)
 		if (f->ops[i].found)
-			li->op_addr[i] = runtime_addr(sc, m->path, f->base_vaddr, f->ops[i].addr);
+			li->handles.ops[i] =
+			    runtime_addr(sc, m->path, f->base_vaddr, f->ops[i].addr);
 	if (d->n_dtype_objects || d->n_op_objects)
-		exe_copies(p, d, li->dtype_addr + d->n_dtype_objects + d->n_op_objects);
+		exe_copies(p, d, &li->handles);
 	p->n_libs++;
 
 	/*
@@ -420,7 +489,7 @@ void ct_proc_detach(struct ct_session *s, struct ct_proc *p)
 {
 	ct_links_destroy_async(&p->links);
 	for (int i = 0; i < p->n_libs; i++)
-		free(p->libs[i].dtype_addr);
+		ct_handles_free(&p->libs[i].handles);
 	p->n_libs = 0;
 }
 

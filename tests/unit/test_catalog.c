@@ -403,16 +403,13 @@ static bool fake_mpi(struct fake_mpi_proc *f)
 	f->file.desc = d;
 	li = &f->p->libs[0];
 	li->file = &f->file;
-	/* [library dtypes][library ops][executable dtypes][executable ops] */
-	li->dtype_addr = calloc(2 * (nd + no) + 1, sizeof(uint64_t));
-	if (!ASSERT_NOT_NULL(li->dtype_addr, "calloc"))
+	if (!ASSERT_EQ(ct_handles_alloc(&li->handles, d), 0, "ct_handles_alloc"))
 		return false;
-	li->op_addr = li->dtype_addr + nd;
-	li->dtype_addr[named_index(d->dtype_objects, nd, "MPI_DOUBLE")] = 0x7f0000001000;
-	li->op_addr[named_index(d->op_objects, no, "sum")] = 0x7f0000002000;
+	li->handles.dtypes[named_index(d->dtype_objects, nd, "MPI_DOUBLE")] = 0x7f0000001000;
+	li->handles.ops[named_index(d->op_objects, no, "sum")] = 0x7f0000002000;
 	/* copies in a non-PIC executable (copy relocations) */
-	li->dtype_addr[nd + no + named_index(d->dtype_objects, nd, "MPI_INT")] = 0x601000;
-	li->dtype_addr[nd + no + nd + named_index(d->op_objects, no, "max")] = 0x602000;
+	li->handles.exe_dtypes[named_index(d->dtype_objects, nd, "MPI_INT")] = 0x601000;
+	li->handles.exe_ops[named_index(d->op_objects, no, "max")] = 0x602000;
 	f->p->n_libs = 1;
 	return true;
 }
@@ -420,7 +417,7 @@ static bool fake_mpi(struct fake_mpi_proc *f)
 static void fake_mpi_free(struct fake_mpi_proc *f)
 {
 	if (f->p)
-		free(f->p->libs[0].dtype_addr);
+		ct_handles_free(&f->p->libs[0].handles);
 	free(f->p);
 }
 
