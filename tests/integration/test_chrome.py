@@ -335,8 +335,8 @@ def test_chrome_fuse_torch_profiler(bpf, torch_available, reaper, start_tracer, 
     profs, anchor_err = [], []
     for rank in range(2):
         prof = tmp_path / f"prof.{rank}.json"
-        anchor, err = (tmp_path / f"anchor.{rank}").read_text().split()
-        args += ["--profiler", prof, "--rank", rank, "--anchor", f"commtrace_anchor@{anchor}"]
+        anchor, err, name = (tmp_path / f"anchor.{rank}").read_text().split()
+        args += ["--profiler", prof, "--rank", rank, "--anchor", f"{name}@{anchor}"]
         profs.append(json.loads(prof.read_text()))
         anchor_err.append(int(err))
     r = run_tracer(args)

@@ -10,13 +10,16 @@ record_function range (commtrace_warmup) runs before it, so that the anchor's en
 not pay for the first use of the profiler ops: without it the anchor was 10-20 µs late,
 as long as a c10d call that only enqueues its work lasts, and the fused c10d::allreduce_
 ranges missed the calls they wrap. The error is now about 5 µs, and the fused ranges
-enclose those calls (tests/integration/test_chrome.py).
+enclose those calls (tests/integration/test_chrome.py). A loaded machine can preempt the
+rank between the two reads: up to ANCHOR_TRIES ranges (commtrace_anchor0, 1, …) are tried
+and the least late one is the anchor.
 
 Ranks: MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE in the environment.
   --iters N        all-reduces (default 5)
   --wait-file P    write the pid to P.pid.RANK after init, wait for P to exist
-  --out DIR        write DIR/prof.RANK.json (the trace) and DIR/anchor.RANK: two lines,
-                   the anchor (wall ns) and its error (ns, the anchor is at most that late)
+  --out DIR        write DIR/prof.RANK.json (the trace) and DIR/anchor.RANK: three lines,
+                   the anchor (wall ns), its error (ns, the anchor is at most that late)
+                   and the name of the range it is the start of
 """
 import argparse
 import os
@@ -25,6 +28,9 @@ import time
 import torch
 import torch.distributed as dist
 import torch.profiler as tp
+
+
+ANCHOR_TRIES = 8  # record_function ranges tried as the anchor; the least late is kept
 
 
 def main():
@@ -45,15 +51,22 @@ def main():
     with tp.profile(activities=[tp.ProfilerActivity.CPU]) as prof:
         with tp.record_function("commtrace_warmup"):
             time.time_ns()
-        before = time.time_ns()
-        with tp.record_function("commtrace_anchor"):
-            anchor = time.time_ns()
+        # On a loaded VM one try can be late by a preemption: take the best of a few.
+        best = None
+        for i in range(ANCHOR_TRIES):
+            before = time.time_ns()
+            with tp.record_function(f"commtrace_anchor{i}"):
+                anchor = time.time_ns()
+            if best is None or anchor - before < best[1]:
+                best = (anchor, anchor - before, f"commtrace_anchor{i}")
+            if best[1] < 5000:
+                break
         for _ in range(a.iters):
             dist.all_reduce(t)
             time.sleep(0.002)
     prof.export_chrome_trace(os.path.join(a.out, f"prof.{rank}.json"))
     with open(os.path.join(a.out, f"anchor.{rank}"), "w") as f:
-        f.write(f"{anchor}\n{anchor - before}\n")
+        f.write(f"{best[0]}\n{best[1]}\n{best[2]}\n")
     dist.destroy_process_group()
 
 
