@@ -15,6 +15,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "commtrace.skel.h"
+#include "catalog/catalog.h"
 #include "session.h"
 #include "util/log.h"
 
@@ -416,33 +417,21 @@ static int attach_pair(struct ct_session *s, struct bpf_program *entry, struct b
 	return err;
 }
 
-int ct_bpf_attach_funcs(struct ct_session *s, struct ct_proc *p, struct ct_file *f)
+int ct_bpf_attach_funcs(struct ct_session *s, pid_t pid, const char *path, const uint64_t *offs,
+			const uint64_t *cookies, size_t n, struct ct_links *out)
 {
-	const struct ct_libdesc *d = f->desc;
-	struct ct_links *out = p ? &p->links : &f->links;
 	struct bpf_program *entry = s->skel->progs.ct_entry, *exit = s->skel->progs.ct_exit;
-	pid_t pid = p ? p->pid : -1;
-	uint64_t *offs = calloc(2 * d->n_funcs + 1, sizeof(*offs)), *cookies;
-	size_t n = 0;
-	int err, done = 0;
+	int err = n ? attach_pair(s, entry, exit, path, offs, cookies, n, pid, out) : 0, done = 0;
 	char who[32] = "every process";
 
-	if (!offs)
-		return -ENOMEM;
-	if (p)
-		snprintf(who, sizeof(who), "pid %d", pid);
-	cookies = offs + d->n_funcs;
-	for (size_t i = 0; i < d->n_funcs; i++)
-		if (f->funcs[i].found) {
-			offs[n] = f->funcs[i].file_off;
-			cookies[n++] = ct_catalog_base(d) + i;
-		}
-	err = n ? attach_pair(s, entry, exit, f->path, offs, cookies, n, pid, out) : 0;
 	if (!err)
 		done = (int)n;
+	if (pid >= 0)
+		snprintf(who, sizeof(who), "pid %d", pid);
 	/* One bad function refuses the whole set: find it, keep the others. */
 	for (size_t i = 0; err && err != -ESRCH && err != -ENOENT && i < n; i++) {
-		int e = attach_pair(s, entry, exit, f->path, &offs[i], &cookies[i], 1, pid, out);
+		int e = attach_pair(s, entry, exit, path, &offs[i], &cookies[i], 1, pid, out);
+		const struct ct_func *fn = ct_catalog_func((uint32_t)cookies[i], NULL);
 
 		if (e == -ESRCH || e == -ENOENT) {
 			err = e;
@@ -450,12 +439,10 @@ int ct_bpf_attach_funcs(struct ct_session *s, struct ct_proc *p, struct ct_file 
 		}
 		if (e)
 			fprintf(stderr, "commtrace: %s: attaching %s in %s failed: %s\n", who,
-				d->funcs[cookies[i] - ct_catalog_base(d)].name, f->path,
-				strerror(-e));
+				fn ? fn->name : "?", path, strerror(-e));
 		else
 			done++;
 	}
-	free(offs);
 	return err == -ESRCH || err == -ENOENT ? err : done;
 }
 
@@ -468,32 +455,21 @@ int ct_bpf_attach_ldso(struct ct_session *s, const char *path, uint64_t off)
 			   &s->ldso_links);
 }
 
-int ct_bpf_attach_pyops(struct ct_session *s, struct ct_proc *p, const char *path, uint64_t off)
+int ct_bpf_attach_pyops(struct ct_session *s, pid_t pid, const char *path, uint64_t off,
+			struct ct_links *out)
 {
 	uint64_t cookie = 0;
 
 	return attach_pair(s, s->skel->progs.ct_py_enter, s->skel->progs.ct_py_exit, path, &off,
-			   &cookie, 1, p->pid, &p->links);
+			   &cookie, 1, pid, out);
 }
 
-int ct_bpf_attach_entry(struct ct_session *s, struct ct_proc *p)
+int ct_bpf_attach_entry(struct ct_session *s, pid_t pid, const char *path, uint64_t off,
+			struct ct_links *out)
 {
-	uint64_t cookie = ct_catalog_base(&ct_lib_ldso), off;
-	char exe[64], err[256];
-	struct ct_elf *e;
-	int rc;
+	uint64_t cookie = ct_catalog_base(&ct_lib_ldso);
 
-	/* /proc/PID/exe names the inode itself, wherever the target's root is. */
-	snprintf(exe, sizeof(exe), "/proc/%d/exe", p->pid);
-	e = ct_elf_open(exe, err, sizeof(err));
-	if (!e)
-		return -ENOENT;
-	rc = ct_elf_vaddr_to_off(e, ct_elf_entry(e), &off);
-	ct_elf_close(e);
-	if (rc)
-		return rc;
-	return attach_prog(s, s->skel->progs.ct_entry, exe, &off, &cookie, 1, false, p->pid,
-			   &p->links);
+	return attach_prog(s, s->skel->progs.ct_entry, path, &off, &cookie, 1, false, pid, out);
 }
 
 int ct_bpf_trace_pid(struct ct_session *s, pid_t pid)

@@ -14,8 +14,6 @@
 #include <bpf/libbpf.h>
 
 struct ct_session;
-struct ct_proc;
-struct ct_file;
 
 /*
  * One attachment: a libbpf link (one uprobe), or the fd of a uprobe_multi link, which
@@ -50,18 +48,23 @@ void ct_links_wait(void);
  */
 int ct_bpf_open_load(struct ct_session *s, ring_buffer_sample_fn on_record);
 /*
- * Entry and return probes on every function found in f, for p; p NULL: on the file for
- * every process (launch mode), links kept by the file. The number of functions probed, or
- * -ESRCH/-ENOENT when the process is gone.
+ * Entry and return probes at the n file offsets of path, with the catalog's probe ids as
+ * cookies, for pid (-1: every process, filtered in BPF by the traced set), links added to
+ * out. The number of functions probed (a function the kernel refuses is left out, said on
+ * stderr), or -ESRCH/-ENOENT when the process is gone.
  */
-int ct_bpf_attach_funcs(struct ct_session *s, struct ct_proc *p, struct ct_file *f);
+int ct_bpf_attach_funcs(struct ct_session *s, pid_t pid, const char *path, const uint64_t *offs,
+			const uint64_t *cookies, size_t n, struct ct_links *out);
 /* A file-wide entry probe on the dynamic linker's _dl_debug_state at file offset off. */
 int ct_bpf_attach_ldso(struct ct_session *s, const char *path, uint64_t off);
 int ct_bpf_trace_pid(struct ct_session *s, pid_t pid);
-/* A probe on the executable's entry point: all its startup libraries are mapped then. */
-int ct_bpf_attach_entry(struct ct_session *s, struct ct_proc *p);
-/* --ops: _PyEval_EvalFrameDefault at file offset off of path (as opened), for p only. */
-int ct_bpf_attach_pyops(struct ct_session *s, struct ct_proc *p, const char *path, uint64_t off);
+/* A probe on an executable's entry point (file offset off): its startup libraries are
+ * mapped then. */
+int ct_bpf_attach_entry(struct ct_session *s, pid_t pid, const char *path, uint64_t off,
+			struct ct_links *out);
+/* --ops: the frame evaluation entry and exit at file offset off of path, for pid only. */
+int ct_bpf_attach_pyops(struct ct_session *s, pid_t pid, const char *path, uint64_t off,
+			struct ct_links *out);
 void ct_bpf_read_drops(struct ct_session *s);
 void ct_bpf_close(struct ct_session *s);
 /* Why BPF cannot be used here (missing capability, …), or NULL when it can. */

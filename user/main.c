@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "devprof/devprof_cli.h"
 #include "diag/diag.h"
+#include "events.h"
 #include "drops.h"
 #include "export/chrome.h"
 #include "export/export.h"
@@ -25,7 +26,9 @@
 #include "metrics/metrics.h"
 #include "pystacks.h"
 #include "record/record.h"
+#include "record/replay.h"
 #include "target/proc.h"
+#include "targets.h"
 #include "util/clock.h"
 #include "util/intern.h"
 #include "util/log.h"
@@ -233,11 +236,8 @@ static void check_liveness(struct ct_session *s)
 		struct ct_proc *p = s->procs[i];
 
 		/* The exit tracepoint says so first; this catches an event lost to a full ring. */
-		if (!p->exited && !ct_proc_alive(p->pid)) {
-			p->exited = true;
-			ct_diag_proc_exit(s->diag, p->pid);
-			ct_proc_detach(s, p);
-		}
+		if (!p->exited && !ct_proc_alive(p->pid))
+			ct_proc_exited(s, p, 0);
 	}
 }
 

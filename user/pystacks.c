@@ -21,8 +21,8 @@
 #include "python/params.h"
 #include "python/profiles.h"
 #include "python/symbolize.h"
-#include "record/record.h"
 #include "target/proc.h"
+#include "targets.h"
 #include "util/intern.h"
 #include "util/log.h"
 
@@ -138,7 +138,7 @@ static int attach_ops(struct ct_session *s, struct ct_proc *p)
 	p->ops = calloc(1, sizeof(*p->ops));
 	if (!p->ops)
 		return -ENOMEM;
-	rc = ct_bpf_attach_pyops(s, p, fpath, found.file_off);
+	rc = ct_bpf_attach_pyops(s, p->pid, fpath, found.file_off, &p->links);
 	if (rc) {
 		free(p->ops);
 		p->ops = NULL;
@@ -380,43 +380,23 @@ static const char *node_name(struct ct_pystate *st, struct ct_proc *p, const str
 	return frame_name(r, f);
 }
 
-/* The call's own fields, then into the tree (and the recording: replay has no process). */
-static int32_t add_call(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
-			const struct ct_func *fn, const char *dtype, uint64_t bytes,
-			struct ct_tree_call *c)
+int ct_py_resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
+		  struct ct_py_resolved *out)
 {
-	c->tid = ev->hdr.tid;
-	c->ts = ev->hdr.ts;
-	c->probe_id = ev->hdr.probe_id;
-	c->function = fn->name;
-	c->kind = ct_kind_name(fn->kind);
-	c->group_size = ev->val[CT_V_COMM_SIZE] ? (int32_t)ev->val[CT_V_COMM_SIZE] : -1;
-	c->rank_in_group = (int32_t)ev->val[CT_V_COMM_RANK];
-	c->bytes = bytes;
-	c->dtype = dtype;
-	c->under_open = p->ops != NULL;
-	if (s->rec)
-		ct_record_pycall(s->rec, p->pid, c);
-	return ct_tree_add_call(&p->tree, c);
-}
-
-int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
-		      const struct ct_func *fn, const char *dtype, uint64_t bytes)
-{
-	struct ct_tree_frame path[CT_TREE_MAX_DEPTH];
-	struct ct_stack_line stack[CT_TREE_MAX_STACK] = {{0}};
+	struct ct_tree_frame *path;
+	struct ct_stack_line *stack;
 	struct ct_pystate *st = s->py;
-	struct ct_tree_call c = {0};
+	struct ct_tree_call *c;
 	const char *helper = NULL;
 	uint64_t parent_module = 0;
 	const char *parent_fqn = NULL;
 	int npath = 0, nstack = 0, n = ev->py.nframes;
 	bool backward = false;
 
-	if (s->replay_py) { /* replay: as the tracer resolved it then */
-		c = *s->replay_py;
-		return add_call(s, p, ev, fn, dtype, bytes, &c);
-	}
+	memset(out, 0, sizeof(*out));
+	path = out->path;
+	stack = out->stack;
+	c = &out->call;
 	if (!st || !p->has_python || !n)
 		return -1;
 	st->stacks++;
@@ -505,14 +485,14 @@ int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_c
 	for (int i = 0, j = 0; i < nstack; i++)
 		if (stack[i].qualname)
 			stack[j++] = stack[i];
-	c.helper = helper;
-	c.phase = backward ? CT_PHASE_BACKWARD : CT_PHASE_FORWARD;
-	c.truncated = ev->py.flags & CT_PYS_TRUNCATED;
-	c.path = path;
-	c.npath = npath;
-	c.stack = stack;
-	c.nstack = nstack;
-	return add_call(s, p, ev, fn, dtype, bytes, &c);
+	c->helper = helper;
+	c->phase = backward ? CT_PHASE_BACKWARD : CT_PHASE_FORWARD;
+	c->truncated = ev->py.flags & CT_PYS_TRUNCATED;
+	c->path = path;
+	c->npath = npath;
+	c->stack = stack;
+	c->nstack = nstack;
+	return 0;
 }
 
 void ct_py_stats(const struct ct_session *s, uint64_t *stacks, uint64_t *frames, uint64_t *errors)

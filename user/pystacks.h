@@ -4,15 +4,24 @@
 #define CT_PYSTACKS_H
 
 #include "session.h"
+#include "targets.h"
 
 /* Symbolizer cache and framework profiles (built in + --profile). 0 or -errno (err set). */
 int ct_py_init(struct ct_session *s, char *err, size_t errlen);
 void ct_py_free(struct ct_session *s);
 /* Detect CPython in a process and give BPF its layout; a process without is fine. */
 int ct_py_attach_proc(struct ct_session *s, struct ct_proc *p);
-/* Put an outermost call with a Python stack into the process' tree: the node, or -1. */
-int32_t ct_py_on_call(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
-		      const struct ct_func *fn, const char *dtype, uint64_t bytes);
+/* A call's Python stack, resolved: the fields of a tree call that come from the stack. */
+struct ct_py_resolved {
+	struct ct_tree_call call; /* helper, phase, truncated, path, stack; the rest is zero */
+	struct ct_tree_frame path[CT_TREE_MAX_DEPTH];
+	struct ct_stack_line stack[CT_TREE_MAX_STACK];
+};
+
+/* The stack of an outermost call, symbolized and matched against the profiles: 0, or -1
+ * where the process has no Python (or the record no frames). */
+int ct_py_resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
+		  struct ct_py_resolved *out);
 /* --ops (user/pystacks.c). */
 struct ct_ops_stats {
 	uint64_t entries;      /* entry records received */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <dirent.h>
 #include <bpf/libbpf.h>
+#include "diag/diag.h"
 #include "pystacks.h"
 #include "python/params.h"
 #include "session.h"
@@ -355,6 +356,47 @@ static bool already(const struct ct_proc *p, const char *path)
 	return false;
 }
 
+/* Entry and return probes on every function found in f, for p (NULL: for every process,
+ * links kept by the file). The number of functions probed, or -ESRCH/-ENOENT. */
+static int attach_file(struct ct_session *s, struct ct_proc *p, struct ct_file *f)
+{
+	const struct ct_libdesc *d = f->desc;
+	uint64_t *offs = calloc(2 * d->n_funcs + 1, sizeof(*offs)), *cookies;
+	size_t n = 0;
+	int rc;
+
+	if (!offs)
+		return -ENOMEM;
+	cookies = offs + d->n_funcs;
+	for (size_t i = 0; i < d->n_funcs; i++)
+		if (f->funcs[i].found) {
+			offs[n] = f->funcs[i].file_off;
+			cookies[n++] = ct_catalog_base(d) + i;
+		}
+	rc = ct_bpf_attach_funcs(s, p ? p->pid : -1, f->path, offs, cookies, n,
+				 p ? &p->links : &f->links);
+	free(offs);
+	return rc;
+}
+
+/* A probe on the executable's entry point: all its startup libraries are mapped then. */
+static int attach_entry(struct ct_session *s, struct ct_proc *p)
+{
+	char exe[64], err[256];
+	struct ct_elf *e;
+	uint64_t off;
+	int rc;
+
+	/* /proc/PID/exe names the inode itself, wherever the target's root is. */
+	snprintf(exe, sizeof(exe), "/proc/%d/exe", p->pid);
+	e = ct_elf_open(exe, err, sizeof(err));
+	if (!e)
+		return -ENOENT;
+	rc = ct_elf_vaddr_to_off(e, ct_elf_entry(e), &off);
+	ct_elf_close(e);
+	return rc ? rc : ct_bpf_attach_entry(s, p->pid, exe, off, &p->links);
+}
+
 static int attach_lib(struct ct_session *s, struct ct_proc *p, const struct scan *sc,
 		      const struct ct_map *m, struct ct_file *f)
 {
@@ -392,7 +434,7 @@ static int attach_lib(struct ct_session *s, struct ct_proc *p, const struct scan
 	 */
 	if (s->opts->cmd && f->wide)
 		return 0;
-	n = ct_bpf_attach_funcs(s, s->opts->cmd ? NULL : p, f);
+	n = attach_file(s, s->opts->cmd ? NULL : p, f);
 	if (n < 0)
 		return n; /* the process is gone */
 	li->n_probes = n;
@@ -493,6 +535,67 @@ void ct_proc_detach(struct ct_session *s, struct ct_proc *p)
 	p->n_libs = 0;
 }
 
+void ct_proc_exited(struct ct_session *s, struct ct_proc *p, int exit_code)
+{
+	p->exited = true;
+	p->exit_code = exit_code;
+	ct_diag_proc_exit(s->diag, p->pid);
+	ct_proc_detach(s, p);
+}
+
+void ct_targets_proc_event(struct ct_session *s, const struct ct_proc_event *ev)
+{
+	struct ct_proc *p = ct_proc_find(s, ev->hdr.pid), *c;
+	int rc;
+
+	switch (ev->hdr.type) {
+	case CT_EV_FORK:
+		c = ct_proc_add(s, ev->child);
+		if (!c) {
+			fprintf(stderr, "commtrace: more than %d processes: pid %u not traced\n",
+				CT_MAX_TARGETS, ev->child);
+			return;
+		}
+		ct_info("commtrace: pid %u forked %u\n", ev->hdr.pid, ev->child);
+		/* A fork without exec keeps the parent's libraries: attach now. */
+		ct_proc_scan(s, c);
+		break;
+	case CT_EV_EXEC:
+		if (!p)
+			p = ct_proc_add(s, ev->hdr.pid);
+		if (!p)
+			return;
+		/* The old image is gone, and with it what was attached to it. */
+		ct_proc_detach(s, p);
+		memcpy(p->comm, ev->comm, sizeof(p->comm) - 1);
+		ct_proc_env_rank(p);
+		ct_info("commtrace: pid %u exec'ed %s (rank %d)\n", p->pid, p->comm, p->rank);
+		/*
+		 * glibc does not call _dl_debug_state for the libraries loaded at
+		 * startup: a probe on the entry point says when they are all there.
+		 */
+		rc = attach_entry(s, p);
+		if (rc)
+			ct_info("commtrace: pid %u: no entry-point probe (%s)\n", p->pid,
+				strerror(-rc));
+		ct_proc_scan(s, p);
+		break;
+	case CT_EV_DLOPEN:
+		if (!p)
+			return;
+		rc = ct_proc_scan(s, p);
+		if (rc > 0)
+			ct_info("commtrace: pid %u: %d new libraries\n", p->pid, rc);
+		break;
+	case CT_EV_EXIT:
+		if (!p || p->exited)
+			return;
+		ct_proc_exited(s, p, ev->exit_code);
+		ct_info("commtrace: pid %u exited\n", p->pid);
+		break;
+	}
+}
+
 /* Library directories of the dynamic linker's default search: ld.so.conf and the built-ins. */
 static int lib_dirs(char dirs[][PATH_MAX], int max)
 {
@@ -565,7 +668,7 @@ int ct_prescan_system_libs(struct ct_session *s)
 			f = ct_file_get(s, real, desc, err, sizeof(err));
 			if (!f || f->wide || !f->n_found)
 				continue;
-			n = ct_bpf_attach_funcs(s, NULL, f);
+			n = attach_file(s, NULL, f);
 			attached += n > 0 ? n : 0;
 			f->wide = true;
 			ct_info("commtrace: pre-attached %s (%s)\n", real, desc->name);

@@ -13,8 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "commtrace/record.h"
+#include "events.h"
 #include "export/export.h"
 #include "record/record.h"
+#include "record/replay.h"
+#include "targets.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -129,3 +129,29 @@ def test_demo_and_test_run_the_installer_first():
     for target in ("demo", "test"):
         lines = make_n(target)
         assert lines[0] == "scripts/install-deps.sh", (target, lines[:3])
+
+
+def test_no_file_of_user_reaches_back():
+    """scripts/check-layers.py over the built objects: no cycle of calls between files."""
+    r = subprocess.run(["scripts/check-layers.py"], cwd=REPO, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "no file reaches back" in r.stdout
+
+
+def test_check_layers_finds_a_cycle(tmp_path):
+    """The checker itself can fail: two files that call each other are named, with why."""
+    (tmp_path / "user").mkdir()
+    for name, body in (("a", "void b(void); void a(void) { b(); }"),
+                       ("b", "void a(void); void b(void) { a(); }"),
+                       ("c", "void a(void); void c(void) { a(); }")):
+        src = tmp_path / f"{name}.c"
+        src.write_text(body + "\n")
+        subprocess.run(["gcc", "-c", str(src), "-o", str(tmp_path / "user" / f"{name}.o")],
+                       check=True, timeout=60)
+    r = subprocess.run([str(REPO / "scripts/check-layers.py"), "--build", str(tmp_path)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stdout
+    assert "2 files reach each other: user/a.c user/b.c" in r.stdout, r.stdout
+    assert "user/a.c -> user/b.c: b" in r.stdout and "user/c.c" not in r.stdout.split(
+        "reach each other")[1].splitlines()[0]

@@ -5,6 +5,7 @@
  * library's published prototype (counted here by hand, independently of the
  * tables), the bytes against the rules in README.md.
  */
+#include "events.h"
 #include "harness.h"
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include "catalog/catalog.h"
 #include "export/export.h"
 #include "session.h"
+#include "targets.h"
 
 static const struct ct_func *find(const struct ct_libdesc *d, const char *name)
 {

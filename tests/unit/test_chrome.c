@@ -5,6 +5,7 @@
 #include <cJSON.h>
 #include "harness.h"
 #include "export/chrome.h"
+#include "targets.h"
 #include "tree.h"
 #include "util/intern.h"
 

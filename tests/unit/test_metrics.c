@@ -10,6 +10,7 @@
 #include "metrics/metrics.h"
 #include "session.h"
 #include "stats.h"
+#include "targets.h"
 
 static bool parses(const char *spec, int family, const char *ip, unsigned int port)
 {

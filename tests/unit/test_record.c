@@ -8,6 +8,8 @@
 #include "harness.h"
 #include "commtrace/record.h"
 #include "record/record.h"
+#include "record/replay.h"
+#include "targets.h"
 
 #define PID 4242
 #define TS  1000000

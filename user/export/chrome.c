@@ -13,12 +13,14 @@
 #include <string.h>
 #include <unistd.h>
 #include <cJSON.h>
+#include "calls.h"
 #include "devprof/devprof.h"
 #include "diag/diag.h"
 #include "drops.h"
 #include "export/chrome.h"
 #include "export/export.h"
 #include "session.h"
+#include "targets.h"
 #include "util/output.h"
 #include "ct_version.h"
 
@@ -559,18 +561,12 @@ static void close_from(struct ct_chrome *c, struct ct_session *s, struct ct_proc
 	}
 }
 
-static int32_t tree_node_of(const struct ct_proc *p, uint32_t tid)
+void ct_chrome_call(struct ct_session *s, const struct ct_call *k)
 {
-	for (int i = 0; i < CT_TREE_MAX_THREADS; i++)
-		if (p->pending[i].tid == (pid_t)tid)
-			return p->pending[i].node;
-	return -1;
-}
-
-void ct_chrome_call(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
-		    const struct ct_func *fn, const struct ct_libdesc *d, uint64_t sent,
-		    uint64_t recv, const char *dtype, const char *op)
-{
+	const struct ct_call_event *ev = k->ev;
+	const struct ct_func *fn = k->fn;
+	const struct ct_libdesc *d = k->lib;
+	struct ct_proc *p = k->p;
 	struct ct_chrome *c = chrome_of(s);
 	struct ct_xhalf h = {.pid = ev->hdr.pid, .tid = ev->hdr.tid, .ts = ev->hdr.ts};
 	struct cproc *cp;
@@ -597,16 +593,16 @@ void ct_chrome_call(struct ct_session *s, struct ct_proc *p, const struct ct_cal
 	pd->ts = ev->hdr.ts;
 	pd->fn = fn;
 	pd->d = d;
-	pd->sent = sent;
-	pd->recv = recv;
-	pd->dtype = dtype;
-	pd->op = op; /* named by events.c at the call: the library handles go with the process */
+	pd->sent = k->sent;
+	pd->recv = k->recv;
+	pd->dtype = k->dtype;
+	pd->op = k->op; /* named at the call: the library handles go with the process */
 	memcpy(pd->val, ev->val, sizeof(pd->val));
-	pd->node = depth == 0 && ev->py.nframes ? tree_node_of(p, ev->hdr.tid) : -1;
+	pd->node = k->node;
 	/* ct_fstats.calls was counted for this call just before: the per-function sequence. */
 	pd->seq = p->stats[ev->hdr.probe_id] ? p->stats[ev->hdr.probe_id]->calls : 0;
 	/*
-	 * The cross-rank identity: the diagnosis just saw this call (events.c calls it
+	 * The cross-rank identity: the diagnosis just saw this call (calls.c calls it
 	 * first). A collective nested in a call that has one (NCCL or MPI under c10d) takes
 	 * that call's, with its own position under it.
 	 */

@@ -18,6 +18,7 @@
 #include "util/sbuf.h"
 
 struct ct_session;
+struct ct_call;
 struct ct_proc;
 struct ct_call_event;
 struct ct_ret_event;
@@ -125,10 +126,8 @@ struct ct_chrome_opts {
 
 /* Opens the temporary output; 0 or -errno. */
 int ct_chrome_open(struct ct_session *s, const struct ct_chrome_opts *o);
-/* One-line hooks from events.c. node: the call's tree node, or -1. */
-void ct_chrome_call(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
-		    const struct ct_func *fn, const struct ct_libdesc *d, uint64_t sent,
-		    uint64_t recv, const char *dtype, const char *op);
+/* One-line hooks from calls.c: a call entered, a call returned. */
+void ct_chrome_call(struct ct_session *s, const struct ct_call *k);
 void ct_chrome_ret(struct ct_session *s, struct ct_proc *p, const struct ct_ret_event *ev);
 /*
  * Writes what is still open (calls in flight, the call tree's module/op slices, the

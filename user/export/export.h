@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include "session.h"
 
+struct ct_node;
+
 /* The --json document (docs/json.md). Returns 0 or -errno; the file is replaced atomically. */
 int ct_export_json(struct ct_session *s, const char *path);
 /* The human summary: per process and function, calls, bytes, latency, and drops. */

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include "drops.h"
 #include "export/export.h"
+#include "targets.h"
 
 static const char *fmt_ns(char *buf, size_t len, uint64_t ns, bool any)
 {

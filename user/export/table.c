@@ -11,6 +11,7 @@
 #include <string.h>
 #include "export/export.h"
 #include "python/params.h"
+#include "targets.h"
 #include "util/output.h"
 
 static bool visible(const struct ct_node *n, int noise)

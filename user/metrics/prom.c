@@ -17,6 +17,7 @@
 #include "export/export.h"
 #include "metrics/metrics.h"
 #include "session.h"
+#include "targets.h"
 #include "util/sbuf.h"
 #include "ct_version.h"
 
