@@ -232,7 +232,6 @@ void ct_calls_on_ret(struct ct_session *s, const struct ct_ret_event *ev)
 		ct_chrome_ret(s, p, ev);
 }
 
-
 void ct_calls_on_op(struct ct_session *s, const struct ct_op_event *ev)
 {
 	struct ct_proc *p = ct_proc_find(s, ev->hdr.pid);

@@ -24,9 +24,9 @@ struct ct_call {
 	struct ct_proc *p;
 	const struct ct_func *fn;
 	const struct ct_libdesc *lib;
-	uint64_t sent, recv;	   /* bytes (catalog rules) */
-	const char *dtype, *op;	   /* names, or NULL */
-	int32_t node;		   /* its tree node (an outermost call with a stack), or -1 */
+	uint64_t sent, recv;	/* bytes (catalog rules) */
+	const char *dtype, *op; /* names, or NULL */
+	int32_t node;		/* its tree node (an outermost call with a stack), or -1 */
 };
 
 /*

@@ -66,7 +66,8 @@ static const char usage_text[] =
     "  -h, --help               this help\n"
     "\n"
     "Exit status: 0 done, 1 failed, 2 bad usage, 3 BPF unavailable (privilege), 4 no such\n"
-    "process, 5 no known library in a process.\n"
+    "process, 5 no known library in a process; for the subcommands also 6 a file could not\n"
+    "be read or written, 10 and up their own classes of refused input (see their --help).\n"
     "\n"
     "Environment: COMMTRACE_UPROBE_MULTI=0 attaches one perf-event link per probe instead\n"
     "of uprobe_multi links (detaching then waits for the kernel once per probe).\n"
@@ -108,6 +109,16 @@ static int parse_device_sync(const char *s, uint64_t *cycle, uint64_t *ns)
 	}
 	*cycle = v[0];
 	*ns = v[1];
+	return 0;
+}
+
+int ct_parse_noise_level(const char *s, int *out)
+{
+	if (strlen(s) != 1 || s[0] < '0' || s[0] > '2') {
+		fprintf(stderr, "commtrace-bpf: invalid --noise-level '%s': 0, 1 or 2\n", s);
+		return -EINVAL;
+	}
+	*out = s[0] - '0';
 	return 0;
 }
 
@@ -252,13 +263,8 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 			o->table_path = optarg;
 			break;
 		case OPT_NOISE:
-			if (strlen(optarg) != 1 || optarg[0] < '0' || optarg[0] > '2') {
-				fprintf(stderr,
-					"commtrace-bpf: invalid --noise-level '%s': 0, 1 or 2\n",
-					optarg);
+			if (ct_parse_noise_level(optarg, &o->noise_level))
 				return CT_EXIT_USAGE;
-			}
-			o->noise_level = optarg[0] - '0';
 			break;
 		case OPT_PROFILE:
 			o->profile_path = optarg;

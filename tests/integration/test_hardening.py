@@ -189,6 +189,20 @@ def test_unprivileged_user_refused(tracer_path, tmp_path):
     assert r.returncode == 3 and "CAP_BPF" in r.stderr, r.stderr
 
 
+def test_failed_record_leaves_no_temporary(tracer_path, tmp_path):
+    """A --record FILE that cannot be opened, after --chrome was: exit 1 with the reason,
+    and the Chrome trace's temporary file is not left behind (one cleanup path)."""
+    out = tmp_path / "x.json"
+    r = subprocess.run([str(tracer_path), "-p", str(os.getpid()), "--chrome", out,
+                        "--record", "/nonexistent/dir/r.ctr"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert "--record /nonexistent/dir/r.ctr: No such file or directory" in r.stderr, r.stderr
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert not [n for n in left if ".tmp." in n], left
+    assert json.loads(out.read_text())["traceEvents"] == []  # closed, valid and empty
+
+
 def test_output_symlink_not_followed(bpf, progs, reaper, start_tracer, tmp_path):
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")

@@ -310,7 +310,7 @@ def test_merge_malformed_inputs(traced, tmp_path):
     (tmp_path / "broken.trace.json").write_text(json.dumps(broken))
     refuse(tmp_path, [d / "a.trace.json", tmp_path / "broken.trace.json"], 10,
            "is not an event", out_kind="--chrome")
-    refuse(tmp_path, [d / "a.json", tmp_path / "missing.json"], 3,
+    refuse(tmp_path, [d / "a.json", tmp_path / "missing.json"], 6,
            f"cannot read {tmp_path / 'missing.json'}: No such file or directory")
     # usage
     r = merge(d / "a.json")

@@ -11,14 +11,15 @@
 #include <stdint.h>
 #include <cJSON.h>
 #include "commtrace/devprof.h"
+#include "exit.h"
 
 /* Exit codes, one per error class (docs/devprof.md, "Errors"). */
 enum devprof_status {
 	DEVPROF_OK = 0,
-	DEVPROF_E_USAGE = 2,
-	DEVPROF_E_IO = 3,
-	DEVPROF_E_NOMEM = 4,
-	DEVPROF_E_MAGIC = 10,
+	DEVPROF_E_USAGE = CT_EXIT_USAGE,
+	DEVPROF_E_IO = CT_EXIT_IO,
+	DEVPROF_E_NOMEM = CT_EXIT_FAIL,
+	DEVPROF_E_MAGIC = CT_EXIT_INPUT,
 	DEVPROF_E_VERSION = 11,
 	DEVPROF_E_TRUNCATED = 12,
 	DEVPROF_E_LAYOUT = 13,

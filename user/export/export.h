@@ -8,6 +8,11 @@
 
 struct ct_node;
 
+/*
+ * The final reports of a session, live or replayed: the summary and the diagnosis on stderr
+ * (unless -q), then --table and --json. 0, or -1 when one could not be written (said).
+ */
+int ct_export_final(struct ct_session *s);
 /* The --json document (docs/json.md). Returns 0 or -errno; the file is replaced atomically. */
 int ct_export_json(struct ct_session *s, const char *path);
 /* The human summary: per process and function, calls, bytes, latency, and drops. */

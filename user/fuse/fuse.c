@@ -9,6 +9,7 @@
  * the traced process they belong to without sharing its tracks.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -722,66 +723,84 @@ out:
 
 int fuse_cli_main(int argc, char **argv)
 {
+	enum { O_PROFILER = 256, O_PID, O_RANK, O_ANCHOR, O_WALL0 };
+	static const struct option longopts[] = {
+	    {"profiler", required_argument, NULL, O_PROFILER},
+	    {"pid", required_argument, NULL, O_PID},
+	    {"rank", required_argument, NULL, O_RANK},
+	    {"anchor", required_argument, NULL, O_ANCHOR},
+	    {"wall0", required_argument, NULL, O_WALL0},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
+	};
 	struct fuse *f = calloc(1, sizeof(*f));
 	struct fuse_err e = {0};
 	struct input *cur = NULL;
 	const char *out = NULL;
-	int rc;
+	int rc = 0, c, li;
+	long long n;
 
 	if (!f)
-		return CT_FUSE_E_IO;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		bool needs = !strcmp(a, "-o") || !strcmp(a, "--profiler") || !strcmp(a, "--pid") ||
-			     !strcmp(a, "--rank") || !strcmp(a, "--anchor") ||
-			     !strcmp(a, "--wall0");
-		long long n;
+		return CT_EXIT_FAIL;
+	/*
+	 * "-": options and inputs in the order given (an input is returned as 1), since
+	 * --pid, --rank, --anchor and --wall0 apply to the --profiler FILE before them.
+	 */
+	optind = 1;
+	opterr = 0;
+	while (!rc && (li = -1, c = getopt_long(argc, argv, "-:o:h", longopts, &li)) != -1) {
+		const char *v = optarg;
 
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+		if ((c == O_PID || c == O_RANK || c == O_ANCHOR || c == O_WALL0) && !cur) {
+			rc = ferr(&e, CT_FUSE_E_USAGE,
+				  "--%s applies to the --profiler FILE before it",
+				  longopts[li].name);
+			break;
+		}
+		switch (c) {
+		case 'h':
 			fputs(usage, stdout);
 			free(f);
 			return 0;
-		}
-		if (needs && !v) {
-			rc = ferr(&e, CT_FUSE_E_USAGE, "%s needs a value", a);
-			goto done;
-		}
-		if ((!strcmp(a, "--pid") || !strcmp(a, "--rank") || !strcmp(a, "--anchor") ||
-		     !strcmp(a, "--wall0")) &&
-		    !cur) {
-			rc = ferr(&e, CT_FUSE_E_USAGE,
-				  "%s applies to the --profiler FILE before it", a);
-			goto done;
-		}
-		if (needs && f->n == FUSE_MAX_INPUTS && (!strcmp(a, "--profiler"))) {
-			rc = ferr(&e, CT_FUSE_E_USAGE, "more than %d inputs", FUSE_MAX_INPUTS);
-			goto done;
-		}
-		if (!strcmp(a, "-o")) {
+		case 'o':
 			out = v;
-		} else if (!strcmp(a, "--profiler")) {
+			break;
+		case 1: /* an input trace of ours */
+		case O_PROFILER:
+			if (f->n == FUSE_MAX_INPUTS) {
+				rc = ferr(&e, CT_FUSE_E_USAGE, "more than %d inputs",
+					  FUSE_MAX_INPUTS);
+				break;
+			}
 			cur = &f->in[f->n++];
 			cur->path = v;
-			cur->kind = IN_KINETO;
+			cur->kind = c == 1 ? IN_OURS : IN_KINETO;
 			cur->pid = -1;
 			cur->rank = -1;
-		} else if (!strcmp(a, "--pid") || !strcmp(a, "--rank")) {
+			if (c == 1)
+				cur = NULL;
+			break;
+		case O_PID:
+		case O_RANK:
 			if (!parse_ll(v, &n) || n < 0 || n > INT32_MAX) {
-				rc = ferr(&e, CT_FUSE_E_USAGE, "invalid %s '%s'", a, v);
-				goto done;
+				rc = ferr(&e, CT_FUSE_E_USAGE, "invalid --%s '%s'",
+					  longopts[li].name, v);
+				break;
 			}
-			if (a[2] == 'p')
+			if (c == O_PID)
 				cur->pid = n;
 			else
 				cur->rank = (int)n;
-		} else if (!strcmp(a, "--wall0")) {
+			break;
+		case O_WALL0:
 			if (!parse_ll(v, &cur->wall0_ns) || cur->wall0_ns <= 0) {
 				rc = ferr(&e, CT_FUSE_E_USAGE,
 					  "invalid --wall0 '%s': ns since the epoch", v);
-				goto done;
+				break;
 			}
 			cur->have_wall0 = true;
-		} else if (!strcmp(a, "--anchor")) {
+			break;
+		case O_ANCHOR: {
 			const char *at = strrchr(v, '@');
 
 			if (!at || at == v || !parse_ll(at + 1, &cur->anchor_ns) ||
@@ -789,28 +808,22 @@ int fuse_cli_main(int argc, char **argv)
 				rc = ferr(&e, CT_FUSE_E_USAGE,
 					  "invalid --anchor '%s': NAME@WALL_NS (CLOCK_REALTIME ns)",
 					  v);
-				goto done;
+				break;
 			}
 			cur->anchor_name = strndup(v, (size_t)(at - v));
 			cur->have_anchor = true;
-		} else if (a[0] == '-' && a[1]) {
-			rc = ferr(&e, CT_FUSE_E_USAGE, "unknown option '%s'", a);
-			goto done;
-		} else {
-			if (f->n == FUSE_MAX_INPUTS) {
-				rc = ferr(&e, CT_FUSE_E_USAGE, "more than %d inputs",
-					  FUSE_MAX_INPUTS);
-				goto done;
-			}
-			f->in[f->n].path = a;
-			f->in[f->n].kind = IN_OURS;
-			f->n++;
-			cur = NULL;
-			continue;
+			break;
 		}
-		if (needs)
-			i++;
+		case ':':
+			rc = ferr(&e, CT_FUSE_E_USAGE, "%s needs a value", argv[optind - 1]);
+			break;
+		default:
+			rc = ferr(&e, CT_FUSE_E_USAGE, "unknown option '%s'", argv[optind - 1]);
+			break;
+		}
 	}
+	if (rc)
+		goto done;
 	if (!out || !f->n) {
 		rc = ferr(&e, CT_FUSE_E_USAGE, "%s", !out ? "no -o OUT" : "no input traces");
 		goto done;

@@ -183,17 +183,17 @@ static int load(struct input *in)
 	int rc = read_file(in->path, &text, &len);
 
 	if (rc)
-		return fail(3, "cannot read %s: %s", in->path, strerror(-rc));
+		return fail(CT_EXIT_IO, "cannot read %s: %s", in->path, strerror(-rc));
 	in->doc = cJSON_ParseWithLengthOpts(text, len + 1, &err_at, true); /* with the NUL */
 	if (!in->doc) {
-		rc = fail(10, "%s: not JSON (error at byte %zu)", in->path,
+		rc = fail(CT_MERGE_E_MALFORMED, "%s: not JSON (error at byte %zu)", in->path,
 			  err_at ? (size_t)(err_at - text) : (size_t)0);
 		free(text);
 		return rc;
 	}
 	free(text);
 	if (!cJSON_IsObject(in->doc))
-		return fail(10,
+		return fail(CT_MERGE_E_MALFORMED,
 			    "%s: not a commtrace-bpf --json report nor a --chrome trace (not "
 			    "a JSON object)",
 			    in->path);
@@ -204,33 +204,36 @@ static int load(struct input *in)
 		fmt = cJSON_GetObjectItemCaseSensitive(meta, "format");
 		if (!cJSON_IsArray(ev) || !cJSON_IsString(fmt) ||
 		    strcmp(fmt->valuestring, "commtrace-chrome/1"))
-			return fail(10,
+			return fail(CT_MERGE_E_MALFORMED,
 				    "%s: a Chrome trace, but not commtrace-bpf's --chrome "
 				    "output (metadata.format is not \"commtrace-chrome/1\")",
 				    in->path);
 		if (!get_wall(meta, &in->wall, &in->wall_exact))
-			return fail(11,
+			return fail(CT_MERGE_E_CLOCK,
 				    "%s: metadata has no valid mono_to_wall_ns: cannot align it",
 				    in->path);
 		if (!get_u64(meta, "start_ns", &in->start) || !get_u64(meta, "end_ns", &in->end))
-			return fail(11, "%s: metadata has no start_ns/end_ns", in->path);
+			return fail(CT_MERGE_E_CLOCK, "%s: metadata has no start_ns/end_ns",
+				    in->path);
 		if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(meta, "processes")))
-			return fail(10, "%s: metadata has no processes list", in->path);
+			return fail(CT_MERGE_E_MALFORMED, "%s: metadata has no processes list",
+				    in->path);
 		return 0;
 	}
 	if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(in->doc, "tool")) ||
 	    strcmp(cJSON_GetObjectItemCaseSensitive(in->doc, "tool")->valuestring,
 		   "commtrace-bpf") ||
 	    !cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(in->doc, "processes")))
-		return fail(10,
+		return fail(CT_MERGE_E_MALFORMED,
 			    "%s: not a commtrace-bpf --json report nor a --chrome trace (no "
 			    "\"tool\": \"commtrace-bpf\" with a processes array, no traceEvents)",
 			    in->path);
 	clock = cJSON_GetObjectItemCaseSensitive(in->doc, "clock");
 	if (!cJSON_IsObject(clock) || !get_wall(clock, &in->wall, &in->wall_exact))
-		return fail(11, "%s: no valid clock.mono_to_wall_ns: cannot align it", in->path);
+		return fail(CT_MERGE_E_CLOCK, "%s: no valid clock.mono_to_wall_ns: cannot align it",
+			    in->path);
 	if (!get_u64(clock, "start_ns", &in->start) || !get_u64(clock, "end_ns", &in->end))
-		return fail(11, "%s: clock has no start_ns/end_ns", in->path);
+		return fail(CT_MERGE_E_CLOCK, "%s: clock has no start_ns/end_ns", in->path);
 	return 0;
 }
 
@@ -249,12 +252,13 @@ static int proc_rank(const cJSON *p, int *rank, int *world, double *pid, const c
 	const cJSON *id = cJSON_GetObjectItemCaseSensitive(p, "pid");
 
 	if (!cJSON_IsObject(p) || !cJSON_IsNumber(id))
-		return fail(10, "%s: a process entry without a numeric pid", path);
+		return fail(CT_MERGE_E_MALFORMED, "%s: a process entry without a numeric pid",
+			    path);
 	*pid = id->valuedouble;
 	*rank = cJSON_IsNumber(r) ? (int)r->valuedouble : -1;
 	*world = cJSON_IsNumber(w) ? (int)w->valuedouble : -1;
 	if (cJSON_IsNumber(r) && (r->valuedouble < 0 || r->valuedouble > 1e7))
-		return fail(10, "%s: pid %.0f has an invalid rank", path, *pid);
+		return fail(CT_MERGE_E_MALFORMED, "%s: pid %.0f has an invalid rank", path, *pid);
 	return 0;
 }
 
@@ -286,7 +290,7 @@ static int check_conflicts(struct input *ins, const int *idx, int n, const char 
 			if (rc)
 				goto out;
 			if (w >= 0 && world >= 0 && w != world) {
-				rc = fail(12,
+				rc = fail(CT_MERGE_E_CONFLICT,
 					  "%s: pid %.0f says world size %d, %s (pid %.0f) says %d: "
 					  "not the same job",
 					  in->path, pid, w, ins[world_in].path, world_pid, world);
@@ -304,7 +308,7 @@ static int check_conflicts(struct input *ins, const int *idx, int n, const char 
 				struct rank_owner *no = realloc(owner, sizeof(*no) * (size_t)nc);
 
 				if (!no) {
-					rc = fail(1, "out of memory");
+					rc = fail(CT_EXIT_FAIL, "out of memory");
 					goto out;
 				}
 				for (int k = cap; k < nc; k++)
@@ -313,7 +317,7 @@ static int check_conflicts(struct input *ins, const int *idx, int n, const char 
 				cap = nc;
 			}
 			if (owner[rank].input >= 0 && owner[rank].input != idx[a]) {
-				rc = fail(12,
+				rc = fail(CT_MERGE_E_CONFLICT,
 					  "rank %d is in %s (pid %.0f) and in %s (pid %.0f): each "
 					  "rank must come from one tracer",
 					  rank, ins[owner[rank].input].path, owner[rank].pid,
@@ -330,7 +334,7 @@ static int check_conflicts(struct input *ins, const int *idx, int n, const char 
 		int64_t s1 = (int64_t)in->start + in->wall, e1 = (int64_t)in->end + in->wall;
 
 		if (s1 > e0 || s0 > e1) {
-			rc = fail(12,
+			rc = fail(CT_MERGE_E_CONFLICT,
 				  "%s and %s traced disjoint wall-clock windows (%.3f s apart): "
 				  "not the same run of a job",
 				  r->path, in->path, (double)(s1 > e0 ? s1 - e0 : s0 - e1) / 1e9);
@@ -409,19 +413,19 @@ static int write_doc(cJSON *doc, const char *path)
 	int err;
 
 	if (!text)
-		return fail(1, "out of memory");
+		return fail(CT_EXIT_FAIL, "out of memory");
 	f = ct_open_output(path, tmp, sizeof(tmp));
 	if (!f) {
 		err = errno;
 		free(text);
-		return fail(3, "cannot write %s: %s", path, strerror(err));
+		return fail(CT_EXIT_IO, "cannot write %s: %s", path, strerror(err));
 	}
 	fputs(text, f);
 	fputc('\n', f);
 	free(text);
 	err = ct_commit_output(f, tmp, path);
 	if (err)
-		return fail(3, "cannot write %s: %s", path, strerror(-err));
+		return fail(CT_EXIT_IO, "cannot write %s: %s", path, strerror(-err));
 	return 0;
 }
 
@@ -449,7 +453,7 @@ static int merge_diag(struct input *ins, const int *idx, int n, cJSON *const *pr
 	int rc = 0;
 
 	if (!rp)
-		return fail(1, "out of memory");
+		return fail(CT_EXIT_FAIL, "out of memory");
 	for (int a = 0; a < n; a++) {
 		const cJSON *dg = cJSON_GetObjectItemCaseSensitive(ins[idx[a]].doc, "diagnosis");
 		const cJSON *op = cJSON_GetObjectItemCaseSensitive(dg, "options");
@@ -486,12 +490,12 @@ static int merge_diag(struct input *ins, const int *idx, int n, cJSON *const *pr
 	}
 	d = ct_diag_new(&o);
 	if (!d) {
-		rc = fail(1, "out of memory");
+		rc = fail(CT_EXIT_FAIL, "out of memory");
 		goto out;
 	}
 	rc = ct_diag_replay(d, rp, nprocs, err, sizeof(err));
 	if (rc) {
-		rc = fail(10, "diag_log: %s (in the merged process order)", err);
+		rc = fail(CT_MERGE_E_MALFORMED, "diag_log: %s (in the merged process order)", err);
 		goto out;
 	}
 	ct_diag_json(d, root);
@@ -591,7 +595,7 @@ static int merge_json(struct input *ins, const int *idx, int n, const char *out)
 	/* Keyed by rank: ranked processes in rank order, then the others by input and pid. */
 	sorted = calloc((size_t)nprocs + 1, sizeof(*sorted));
 	if (!sorted) {
-		rc = fail(1, "out of memory");
+		rc = fail(CT_EXIT_FAIL, "out of memory");
 		cJSON_Delete(minfo);
 		goto out;
 	}
@@ -880,7 +884,7 @@ static int merge_chrome(struct input *ins, const int *idx, int n, const char *ou
 			const cJSON *ph = cJSON_GetObjectItemCaseSensitive(ev, "ph");
 
 			if (!cJSON_IsObject(ev) || !cJSON_IsString(ph)) {
-				rc = fail(10,
+				rc = fail(CT_MERGE_E_MALFORMED,
 					  "%s: traceEvents[%d] is not an event (an object with "
 					  "ph)",
 					  in->path, nev);
@@ -1037,29 +1041,30 @@ int merge_cli_main(int argc, char **argv)
 			return 0;
 		default:
 			fprintf(stderr, "Try 'commtrace-bpf merge --help' for more information.\n");
-			return 2;
+			return CT_EXIT_USAGE;
 		}
 	}
 	n = argc - optind;
 	if (!json_out && !chrome_out)
-		return fail(2, "nothing to write: give --json OUT and/or --chrome OUT");
+		return fail(CT_EXIT_USAGE, "nothing to write: give --json OUT and/or --chrome OUT");
 	if (n < 1)
-		return fail(2, "no inputs: give the --json reports and/or --chrome traces of the "
-			       "tracers to merge");
+		return fail(CT_EXIT_USAGE,
+			    "no inputs: give the --json reports and/or --chrome traces of the "
+			    "tracers to merge");
 	if (n > MAX_INPUTS)
-		return fail(2, "more than %d inputs", MAX_INPUTS);
+		return fail(CT_EXIT_USAGE, "more than %d inputs", MAX_INPUTS);
 	ins = calloc((size_t)n, sizeof(*ins));
 	jidx = calloc((size_t)n, sizeof(int));
 	cidx = calloc((size_t)n, sizeof(int));
 	if (!ins || !jidx || !cidx) {
-		rc = fail(1, "out of memory");
+		rc = fail(CT_EXIT_FAIL, "out of memory");
 		goto out;
 	}
 	for (int i = 0; i < n; i++) {
 		ins[i].path = argv[optind + i];
 		for (int k = 0; k < i; k++)
 			if (!strcmp(ins[k].path, ins[i].path)) {
-				rc = fail(12, "%s is given twice", ins[i].path);
+				rc = fail(CT_MERGE_E_CONFLICT, "%s is given twice", ins[i].path);
 				goto out;
 			}
 		rc = load(&ins[i]);
@@ -1071,21 +1076,25 @@ int merge_cli_main(int argc, char **argv)
 			jidx[nj++] = i;
 	}
 	if (nj && !json_out) {
-		rc = fail(2, "%s is a --json report: give --json OUT for the merged report",
+		rc = fail(CT_EXIT_USAGE,
+			  "%s is a --json report: give --json OUT for the merged report",
 			  ins[jidx[0]].path);
 		goto out;
 	}
 	if (nc && !chrome_out) {
-		rc = fail(2, "%s is a --chrome trace: give --chrome OUT for the merged timeline",
+		rc = fail(CT_EXIT_USAGE,
+			  "%s is a --chrome trace: give --chrome OUT for the merged timeline",
 			  ins[cidx[0]].path);
 		goto out;
 	}
 	if (json_out && !nj) {
-		rc = fail(2, "--json %s: none of the inputs is a --json report", json_out);
+		rc = fail(CT_EXIT_USAGE, "--json %s: none of the inputs is a --json report",
+			  json_out);
 		goto out;
 	}
 	if (chrome_out && !nc) {
-		rc = fail(2, "--chrome %s: none of the inputs is a --chrome trace", chrome_out);
+		rc = fail(CT_EXIT_USAGE, "--chrome %s: none of the inputs is a --chrome trace",
+			  chrome_out);
 		goto out;
 	}
 	if (nj)

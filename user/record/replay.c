@@ -195,7 +195,8 @@ int ct_replay_file(struct ct_session *s, FILE *f, struct ct_replay_stats *st, ch
 		union {
 			struct ct_call_event call;
 			struct ct_ret_event ret;
-			struct ct_op_vals_event op_vals; /* ct_op_event, and its values when it has them */
+			struct ct_op_vals_event
+			    op_vals; /* ct_op_event, and its values when it has them */
 			struct ct_op_event op;
 			struct ct_proc_event proc;
 			char raw[CT_REC_MAX_EVENT];
@@ -406,11 +407,8 @@ int ct_replay_main(int argc, char **argv)
 			o.table_path = optarg;
 			break;
 		case OPT_NOISE:
-			if (strlen(optarg) != 1 || optarg[0] < '0' || optarg[0] > '2') {
-				fprintf(stderr, "commtrace-bpf replay: --noise-level 0, 1 or 2\n");
+			if (ct_parse_noise_level(optarg, &o.noise_level))
 				return CT_EXIT_USAGE;
-			}
-			o.noise_level = optarg[0] - '0';
 			break;
 		case 'q':
 			o.quiet = true;
@@ -430,7 +428,7 @@ int ct_replay_main(int argc, char **argv)
 	f = fopen(argv[optind], "re");
 	if (!f) {
 		fprintf(stderr, "commtrace-bpf replay: %s: %s\n", argv[optind], strerror(errno));
-		return CT_EXIT_FAIL;
+		return CT_EXIT_IO;
 	}
 	if (o.chrome_path) {
 		struct ct_chrome_opts co = {.path = o.chrome_path, .max_bytes = 1024ULL << 20};
@@ -454,11 +452,7 @@ int ct_replay_main(int argc, char **argv)
 	t1 = ct_now_ns(CLOCK_MONOTONIC);
 	if (s.chrome && ct_chrome_close(&s))
 		rc = CT_EXIT_FAIL;
-	if (!rc && !o.quiet)
-		ct_export_summary(&s, stderr, true);
-	if (!rc && o.table_path && ct_write_table(&s, o.table_path, o.noise_level))
-		rc = CT_EXIT_FAIL;
-	if (!rc && o.json_path && ct_export_json(&s, o.json_path))
+	if (!rc && ct_export_final(&s))
 		rc = CT_EXIT_FAIL;
 	if (!rc)
 		fprintf(stderr,
