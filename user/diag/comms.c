@@ -1,11 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* Communicator identities: a process' handles to (library, size, ordinal), and the members of each
  * identity. */
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include "catalog/catalog.h"
-#include "diag/diag.h"
 #include "diag/internal.h"
 
 static int16_t comm_get(struct ct_diag *d, uint8_t lib, int32_t size, uint32_t ordinal)

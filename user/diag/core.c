@@ -1,11 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* The diagnosis' tables and the helpers every part of it uses: construction, processes, formatting
  * of sites and stacks. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "catalog/catalog.h"
-#include "diag/diag.h"
 #include "diag/internal.h"
 
 bool diag_matchable(uint8_t kind)

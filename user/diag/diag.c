@@ -1,11 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* The diagnosis' entry points: a call, a return, a process gone, a replayed call (merge); what each
  * updates. */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include "catalog/catalog.h"
-#include "diag/diag.h"
 #include "diag/internal.h"
 
 static void inflight_set(struct dproc *p, uint32_t tid, int16_t member, uint64_t seq, bool exec)

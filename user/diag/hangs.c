@@ -1,11 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Hangs: a rank blocked in a collective while the others moved on or never came, alerted while
  * tracing. */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include "catalog/catalog.h"
-#include "diag/diag.h"
 #include "diag/internal.h"
 
 bool diag_blocked(const struct rec *r)

@@ -1,11 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* The diag_log: each process' matchable collectives in order, with deduplicated stacks, for merge
  * (docs/json.md). */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "catalog/catalog.h"
-#include "diag/diag.h"
 #include "diag/internal.h"
 
 /* The frames kept for a collective: the innermost CT_DIAG_STACK, the call site last if deeper. */

@@ -1,11 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Matching: one collective's halves across ranks by identity and sequence number; arrival skew and
  * mismatches. */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include "catalog/catalog.h"
-#include "diag/diag.h"
 #include "diag/internal.h"
 
 static void top_add(struct ct_diag *d, const struct ct_diag_top *t)

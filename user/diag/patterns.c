@@ -1,11 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* Findings: late ranks and seed 003's anti-patterns (communicators created in steps, repeated full
  * all-gathers, serialized reductions, growing traffic), merged across ranks. */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include "catalog/catalog.h"
-#include "diag/diag.h"
 #include "diag/internal.h"
 
 const char *ct_diag_kind_name(uint8_t kind)

@@ -1,10 +1,5 @@
 // SPDX-License-Identifier: MIT
 /* The diagnosis for a person, on stderr at the end of a run. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include "catalog/catalog.h"
-#include "diag/diag.h"
 #include "diag/internal.h"
 
 void ct_diag_print(struct ct_diag *d, FILE *out, bool verbose)

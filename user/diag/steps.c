@@ -1,11 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Training steps: the period of a process' collective sequence, the runs of whole steps, the
  * communicators first used inside them. */
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include "catalog/catalog.h"
-#include "diag/diag.h"
 #include "diag/internal.h"
 
 static uint32_t find_period(uint32_t (*get)(const void *, uint64_t), const void *ctx, uint64_t n,
