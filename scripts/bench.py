@@ -44,7 +44,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-TRACER = str(REPO / "commtrace-bpf")
+# COMMTRACE_BPF=/path/to/binary: the same figures for another build (before/after a change).
+TRACER = os.environ.get("COMMTRACE_BPF", str(REPO / "commtrace-bpf"))
 PROGS = REPO / "build" / "progs"
 WORK = REPO / "tests" / "workloads"
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]

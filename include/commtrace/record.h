@@ -2,10 +2,10 @@
 /*
  * The --record file (docs/record.md): the ring buffer's records as the kernel wrote
  * them, framed, after a small versioned header; `commtrace-bpf replay FILE` feeds them
- * through the same user/events.c path and exporters. Little-endian, the host's
- * layout of include/commtrace/abi.h: a file is replayed by a build with the same
- * function catalog (checked: catalog_hash) and the same record ABI (checked:
- * call_event_size, py_max_frames).
+ * through the same path as a live run (user/calls.c) and the same exporters. Little-endian, the
+ * host's layout of include/commtrace/abi.h: a file is replayed by a build with the same function
+ * catalog (checked: catalog_hash) and the same record ABI (checked: call_event_size,
+ * py_max_frames).
  *
  *   struct ct_rec_header
  *   frames until the end of the file: struct ct_rec_frame, then `len` bytes

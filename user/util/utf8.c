@@ -37,11 +37,19 @@ static bool bad_at(const unsigned char *p, size_t *n)
 
 bool ct_str_needs_sanitize(const char *s)
 {
+	const unsigned char *p = (const unsigned char *)s;
 	size_t n;
 
-	for (const unsigned char *p = (const unsigned char *)s; p && *p; p += n)
+	/* Interning checks every name it is given: printable ASCII, nearly all of them, first. */
+	while (p && *p) {
+		if (*p >= 0x20 && *p < 0x7f) {
+			p++;
+			continue;
+		}
 		if (bad_at(p, &n))
 			return true;
+		p += n;
+	}
 	return false;
 }
 
