@@ -63,7 +63,7 @@ awk -v pid="$(cat "$out/pid.0")" '
 	/^# pid / { mine = ($3 == pid); next }
 	mine && /^Type/ { head = $0; next }
 	mine && /^-+$/ { rule = $0; next }
-	mine && /^Module +Module\(\(root\)\)/ { n = 0 }
+	mine && /^Module +Module\(\(root\)\) \[enter\]/ { n = 0 }
 	mine && NF { step[n++] = $0 }
 	END {
 		print head; if (rule) print rule

@@ -99,13 +99,16 @@ static int32_t tree_call(struct ct_session *s, const struct ct_call *k,
 	const struct ct_call_event *ev = k->ev;
 	struct ct_py_resolved r;
 	struct ct_tree_call c;
+	bool attributed = false;
 
-	if (recorded)
+	if (recorded) {
 		c = *recorded;
-	else if (ct_py_resolve(s, k->p, ev, &r))
+	} else if (ct_py_resolve(s, k->p, ev, &r)) {
 		return -1;
-	else
+	} else {
 		c = r.call;
+		attributed = r.attributed;
+	}
 	c.tid = ev->hdr.tid;
 	c.ts = ev->hdr.ts;
 	c.probe_id = ev->hdr.probe_id;
@@ -115,7 +118,10 @@ static int32_t tree_call(struct ct_session *s, const struct ct_call *k,
 	c.rank_in_group = (int32_t)ev->val[CT_V_COMM_RANK];
 	c.bytes = k->sent > k->recv ? k->sent : k->recv;
 	c.dtype = k->dtype;
-	c.under_open = k->p->ops != NULL;
+	/* --ops: under the call open on the thread; a backward collective under the module
+	 * path of its forward instead (no module is open in the backward). */
+	c.under_open = k->p->ops != NULL && !attributed;
+	c.beside = k->p->ops != NULL && attributed;
 	if (s->rec) /* replay reads it back: it has no process to resolve the stack in */
 		ct_record_pycall(s->rec, k->p->pid, &c);
 	return ct_tree_add_call(&k->p->tree, &c);
@@ -154,6 +160,11 @@ void ct_calls_on_call(struct ct_session *s, const struct ct_call_event *ev,
 
 	if (!fn || !p)
 		return;
+	if (fn->kind == CT_K_AUTOGRAD_CTX) { /* not a collective: no statistics, no report */
+		if (ev->hdr.depth == 0 && ev->py.nframes)
+			ct_py_ctx_enter(s, p, ev);
+		return;
+	}
 	k.p = p;
 	k.fn = fn;
 	comm_rank(p, fn, ev->val);
@@ -209,10 +220,15 @@ void ct_calls_on_call(struct ct_session *s, const struct ct_call_event *ev,
 void ct_calls_on_ret(struct ct_session *s, const struct ct_ret_event *ev)
 {
 	struct ct_proc *p = ct_proc_find(s, ev->hdr.pid);
+	const struct ct_func *fn = ct_catalog_func(ev->hdr.probe_id, NULL);
 	struct ct_fstats *st;
 
-	if (!p || ev->hdr.probe_id >= ct_catalog_size())
+	if (!p || !fn)
 		return;
+	if (fn->kind == CT_K_AUTOGRAD_CTX) {
+		ct_py_ctx_created(s, p, ev->hdr.tid, (uint64_t)ev->retval);
+		return;
+	}
 	st = p->stats[ev->hdr.probe_id];
 	if (!st)
 		return;

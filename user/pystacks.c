@@ -33,6 +33,7 @@ struct role_slot {
 	pid_t pid;
 	uint64_t code;
 	const struct ct_rule *rule; /* NULL: no role */
+	const char *op;		    /* the op a torch collective API dispatches, or NULL */
 	int valid;
 };
 
@@ -46,6 +47,39 @@ struct name_slot {
 	unsigned int fallback; /* module_label: lookups that fell back to the class name */
 };
 
+/*
+ * Autograd contexts (THPFunction_new, user/catalog/torch_python.c): the module path of the
+ * forward that created each, by (pid, ctx), for the backward collectives it issues. A
+ * direct-mapped table: a ctx whose slot a newer one took is counted as replaced, and its
+ * backward then has no module (counted as unattributed).
+ */
+#define CTX_CACHE    8192
+#define CTX_MAX_PATH 16
+
+struct ctx_path {
+	uint8_t n;
+	struct ct_tree_frame f[CTX_MAX_PATH]; /* its module frames, outermost first */
+};
+
+struct ctx_slot {
+	pid_t pid;
+	uint64_t ctx;
+	struct ctx_path path;
+};
+
+/*
+ * Between THPFunction_new's entry (the stack) and its return (the ctx), per thread; and the
+ * contexts made there lately whose module has not called a child since (open).
+ */
+#define CTX_OPEN 8
+
+struct ctx_pending {
+	pid_t pid, tid;
+	struct ctx_path path;
+	uint64_t open[CTX_OPEN];
+	int nopen;
+};
+
 struct ct_pystate {
 	struct ct_pysym_cache *sym;
 	struct ct_profiles profiles;
@@ -56,6 +90,9 @@ struct ct_pystate {
 	struct ct_opvals_cache *vals;			/* --ops: op argument and result types */
 	struct ct_pyframe frames_buf[CT_PY_MAX_FRAMES]; /* one stack, symbolized */
 	int frames_rc[CT_PY_MAX_FRAMES];
+	struct ctx_slot *ctxs; /* CTX_CACHE */
+	struct ctx_pending pending[CT_TREE_MAX_THREADS];
+	struct ct_autograd_stats autograd;
 };
 
 /* --ops: per process, the calls in flight on each thread as BPF sent them. */
@@ -79,9 +116,11 @@ int ct_py_init(struct ct_session *s, char *err, size_t errlen)
 		return -ENOMEM;
 	st->sym = ct_pysym_cache_new(CT_PYSYM_DEFAULT_CAP);
 	st->vals = ct_opvals_cache_new();
-	if (!st->sym || !st->vals) {
+	st->ctxs = calloc(CTX_CACHE, sizeof(*st->ctxs));
+	if (!st->sym || !st->vals || !st->ctxs) {
 		ct_pysym_cache_free(st->sym);
 		ct_opvals_cache_free(st->vals);
+		free(st->ctxs);
 		free(st);
 		return -ENOMEM;
 	}
@@ -91,6 +130,7 @@ int ct_py_init(struct ct_session *s, char *err, size_t errlen)
 		if (rc) {
 			ct_pysym_cache_free(st->sym);
 			ct_opvals_cache_free(st->vals);
+			free(st->ctxs);
 			free(st);
 			return rc;
 		}
@@ -105,6 +145,7 @@ void ct_py_free(struct ct_session *s)
 		return;
 	ct_pysym_cache_free(s->py->sym);
 	ct_opvals_cache_free(s->py->vals);
+	free(s->py->ctxs);
 	free(s->py);
 	s->py = NULL;
 }
@@ -118,9 +159,7 @@ static int attach_ops(struct ct_session *s, struct ct_proc *p)
 	struct ct_elf *e;
 	int rc;
 
-	rc = ct_proc_target_path(p->pid, p->py.path, fpath, sizeof(fpath));
-	if (rc)
-		return rc;
+	snprintf(fpath, sizeof(fpath), "%s", p->py.open_path);
 	e = ct_elf_open(fpath, err, sizeof(err));
 	if (!e)
 		return -ENOENT;
@@ -233,19 +272,28 @@ int ct_py_attach_proc(struct ct_session *s, struct ct_proc *p)
 	return 0;
 }
 
-static const struct ct_rule *role_of(struct ct_pystate *st, pid_t pid, uint64_t code,
-				     const struct ct_pyframe *f)
+static const struct role_slot *role_slot_of(struct ct_pystate *st, pid_t pid, uint64_t code,
+					    const struct ct_pyframe *f)
 {
 	struct role_slot *r = &st->roles[(code >> 4 ^ (uint64_t)pid) % ROLE_CACHE];
+	const char *dot;
 
 	/* The symbolizer validated the code object; a stale slot is just recomputed. */
 	if (r->valid && r->pid == pid && r->code == code)
-		return r->rule;
+		return r;
 	r->pid = pid;
 	r->code = code;
 	r->rule = ct_profiles_match(&st->profiles, f->qualname, f->filename);
+	dot = strrchr(f->qualname, '.');
+	r->op = ct_profiles_op_name(dot ? dot + 1 : f->qualname, f->filename);
 	r->valid = 1;
-	return r->rule;
+	return r;
+}
+
+static const struct ct_rule *role_of(struct ct_pystate *st, pid_t pid, uint64_t code,
+				     const struct ct_pyframe *f)
+{
+	return role_slot_of(st, pid, code, f)->rule;
 }
 
 static const char *short_func(const char *qualname)
@@ -319,8 +367,11 @@ static const char *module_label(struct ct_pystate *st, struct ct_proc *p, uint64
 	bool hit;
 	int rc = -ENOTSUP;
 
-	if (!parent)
+	if (!parent) {
+		if (p->root_module != self || !p->root_class)
+			p->root_class = object_label(st, p, self, false);
 		return "(root)";
+	}
 	n = name_slot(st, p->pid, parent, self, &hit);
 	if (hit && (!n->fallback || n->fallback > NAME_RETRIES))
 		return n->name;
@@ -380,8 +431,22 @@ static const char *node_name(struct ct_pystate *st, struct ct_proc *p, const str
 	return frame_name(r, f);
 }
 
-int ct_py_resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
-		  struct ct_py_resolved *out)
+static struct ctx_slot *ctx_slot(struct ct_pystate *st, pid_t pid, uint64_t ctx)
+{
+	return &st->ctxs[((ctx >> 4) ^ (uint64_t)pid * 0x9e3779b97f4a7c15ULL) % CTX_CACHE];
+}
+
+/* The forward module path of an autograd ctx, or NULL when it is not (or no longer) known. */
+static const struct ctx_path *ctx_find(struct ct_pystate *st, pid_t pid, uint64_t ctx)
+{
+	struct ctx_slot *c = ctx ? ctx_slot(st, pid, ctx) : NULL;
+
+	return c && c->pid == pid && c->ctx == ctx ? &c->path : NULL;
+}
+
+/* A stack resolved; *autograd: 1 under a known autograd ctx, -1 under an unknown one. */
+static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
+		   struct ct_py_resolved *out, int *autograd)
 {
 	struct ct_tree_frame *path;
 	struct ct_stack_line *stack;
@@ -391,7 +456,8 @@ int ct_py_resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call_
 	uint64_t parent_module = 0;
 	const char *parent_fqn = NULL;
 	int npath = 0, nstack = 0, n = ev->py.nframes;
-	bool backward = false;
+	bool backward = false, attributed = false, unattributed = false;
+	const char *op = NULL;
 
 	memset(out, 0, sizeof(*out));
 	path = out->path;
@@ -407,6 +473,7 @@ int ct_py_resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call_
 		const struct ct_pyframe_raw *raw = &ev->py.frames[i];
 		const struct ct_pyframe *f = &st->frames_buf[i];
 		const struct ct_rule *r;
+		const struct role_slot *rs;
 		int rc = st->frames_rc[i];
 
 		st->frames++;
@@ -423,13 +490,38 @@ int ct_py_resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call_
 			if (i + 1 > nstack)
 				nstack = i + 1;
 		}
-		r = role_of(st, p->pid, raw->code, f);
+		rs = role_slot_of(st, p->pid, raw->code, f);
+		if (rs->op)
+			op = rs->op; /* the innermost: what the stack finally dispatches */
+		r = rs->rule;
 		if (!r)
 			continue;
 		switch (r->role) {
 		case CT_ROLE_BACKWARD:
 			backward = true;
 			break;
+		case CT_ROLE_AUTOGRAD: {
+			/* The backward of a Function: its collectives belong to the module whose
+			 * forward created the ctx; what the stack held above (the engine, the
+			 * training loop) is replaced by that module's path. */
+			const struct ctx_path *cp = ctx_find(st, p->pid, raw->self);
+
+			backward = true;
+			if (!cp) {
+				ct_debug(
+				    "commtrace: pid %d: backward of unknown autograd ctx 0x%llx\n",
+				    p->pid, (unsigned long long)raw->self);
+				unattributed = true;
+				break;
+			}
+			unattributed = false;
+			npath = cp->n < CT_TREE_MAX_DEPTH - 1 ? cp->n : CT_TREE_MAX_DEPTH - 1;
+			memcpy(path, cp->f, (size_t)npath * sizeof(*path));
+			parent_module = npath ? path[npath - 1].self : 0;
+			parent_fqn = npath ? path[npath - 1].name : NULL;
+			attributed = true;
+			break;
+		}
 		case CT_ROLE_HELPER:
 			if (!helper)
 				helper = frame_name(r, f);
@@ -485,7 +577,11 @@ int ct_py_resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call_
 	for (int i = 0, j = 0; i < nstack; i++)
 		if (stack[i].qualname)
 			stack[j++] = stack[i];
+	*autograd = attributed ? 1 : unattributed ? -1 : 0;
+	out->attributed = attributed;
 	c->helper = helper;
+	c->op = op;
+	c->root_class = npath && path[0].type == CT_NODE_MODULE ? p->root_class : NULL;
 	c->phase = backward ? CT_PHASE_BACKWARD : CT_PHASE_FORWARD;
 	c->truncated = ev->py.flags & CT_PYS_TRUNCATED;
 	c->path = path;
@@ -493,6 +589,149 @@ int ct_py_resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call_
 	c->stack = stack;
 	c->nstack = nstack;
 	return 0;
+}
+
+int ct_py_resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
+		  struct ct_py_resolved *out)
+{
+	int autograd = 0, rc = resolve(s, p, ev, out, &autograd);
+
+	/* what the collectives' attribution did (a context's own stack is not one) */
+	if (!rc && autograd > 0)
+		s->py->autograd.attributed++;
+	else if (!rc && autograd < 0)
+		s->py->autograd.unattributed++;
+	return rc;
+}
+
+static struct ctx_pending *ctx_pending(struct ct_pystate *st, pid_t pid, pid_t tid, bool add)
+{
+	struct ctx_pending *free_slot = NULL;
+
+	for (int i = 0; i < CT_TREE_MAX_THREADS; i++) {
+		if (st->pending[i].pid == pid && st->pending[i].tid == tid)
+			return &st->pending[i];
+		if (!st->pending[i].tid && !free_slot)
+			free_slot = &st->pending[i];
+	}
+	if (!add)
+		return NULL;
+	/* More threads creating contexts at once than slots: reuse one by tid. */
+	return free_slot ? free_slot : &st->pending[tid % CT_TREE_MAX_THREADS];
+}
+
+void ct_py_ctx_enter(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev)
+{
+	struct ct_pystate *st = s->py;
+	struct ct_py_resolved *r;
+	struct ctx_pending *pd;
+	int autograd;
+
+	if (!st || !p->has_python)
+		return;
+	r = malloc(sizeof(*r));
+	if (!r || resolve(s, p, ev, r, &autograd)) {
+		free(r);
+		return;
+	}
+	pd = ctx_pending(st, p->pid, (pid_t)ev->hdr.tid, true);
+	if (pd->pid != p->pid || pd->tid != (pid_t)ev->hdr.tid)
+		pd->nopen = 0; /* the slot changes threads: the other's contexts stay as they are */
+	pd->pid = p->pid;
+	pd->tid = (pid_t)ev->hdr.tid;
+	pd->path.n = 0;
+	for (int i = 0; i < r->call.npath && pd->path.n < CTX_MAX_PATH; i++)
+		if (r->path[i].type == CT_NODE_MODULE)
+			pd->path.f[pd->path.n++] = r->path[i];
+	free(r);
+}
+
+static bool same_path(const struct ctx_path *q, const struct ctx_path *p)
+{
+	if (q->n != p->n)
+		return false;
+	for (int i = 0; i < p->n; i++)
+		if (q->f[i].code != p->f[i].code || q->f[i].self != p->f[i].self)
+			return false;
+	return true;
+}
+
+/* Whether q is p with more frames: a call made inside p's innermost module. */
+static bool extends(const struct ctx_path *q, const struct ctx_path *p)
+{
+	if (q->n <= p->n)
+		return false;
+	for (int i = 0; i < p->n; i++)
+		if (q->f[i].code != p->f[i].code || q->f[i].self != p->f[i].self)
+			return false;
+	return true;
+}
+
+/*
+ * CommDebugMode names, in the backward, the module whose output gradient was ready last: for
+ * a context a module made before calling its children (an input redistribution in its
+ * forward pre-hook), that is its first child called afterwards, the last one whose output
+ * gradient the backward produces. The context's path gets that child when the next context
+ * of the thread is made inside it; a context made elsewhere closes the question.
+ */
+static void ctx_children(struct ct_pystate *st, struct ctx_pending *pd, pid_t pid)
+{
+	int keep = 0;
+
+	for (int i = 0; i < pd->nopen; i++) {
+		const struct ctx_path *cp = ctx_find(st, pid, pd->open[i]);
+		struct ctx_slot *c;
+
+		if (!cp)
+			continue;
+		if (extends(&pd->path, cp)) {
+			c = ctx_slot(st, pid, pd->open[i]);
+			if (c->path.n < CTX_MAX_PATH) {
+				c->path.f[c->path.n] = pd->path.f[c->path.n];
+				c->path.n++;
+			}
+			continue;
+		}
+		if (same_path(cp, &pd->path))
+			pd->open[keep++] = pd->open[i]; /* still in the same module: wait on */
+	}
+	pd->nopen = keep;
+}
+
+void ct_py_ctx_created(struct ct_session *s, struct ct_proc *p, uint32_t tid, uint64_t ctx)
+{
+	struct ct_pystate *st = s->py;
+	struct ctx_pending *pd = st ? ctx_pending(st, p->pid, (pid_t)tid, false) : NULL;
+	struct ctx_slot *c;
+
+	if (!pd)
+		return;
+	ctx_children(st, pd, p->pid);
+	if (ctx) {
+		c = ctx_slot(st, p->pid, ctx);
+		if (c->ctx && (c->pid != p->pid || c->ctx != ctx))
+			st->autograd.replaced++;
+		ct_debug(
+		    "commtrace: pid %d tid %u: autograd ctx 0x%llx from a path of %d modules%s\n",
+		    p->pid, tid, (unsigned long long)ctx, pd->path.n,
+		    c->ctx && c->ctx != ctx ? " (a slot taken over)" : "");
+		c->pid = p->pid;
+		c->ctx = ctx;
+		c->path = pd->path;
+		st->autograd.contexts++;
+		if (pd->nopen == CTX_OPEN) {
+			memmove(pd->open, pd->open + 1, sizeof(pd->open[0]) * (CTX_OPEN - 1));
+			pd->nopen--;
+		}
+		pd->open[pd->nopen++] = ctx;
+	}
+	/* The path is this call's; the open contexts are the thread's. */
+	pd->path.n = 0;
+}
+
+const struct ct_autograd_stats *ct_py_autograd_stats(const struct ct_session *s)
+{
+	return s->py ? &s->py->autograd : NULL;
 }
 
 void ct_py_stats(const struct ct_session *s, uint64_t *stacks, uint64_t *frames, uint64_t *errors)

@@ -14,6 +14,7 @@ int ct_py_attach_proc(struct ct_session *s, struct ct_proc *p);
 /* A call's Python stack, resolved: the fields of a tree call that come from the stack. */
 struct ct_py_resolved {
 	struct ct_tree_call call; /* helper, phase, truncated, path, stack; the rest is zero */
+	bool attributed;	  /* a backward collective under its forward's module path */
 	struct ct_tree_frame path[CT_TREE_MAX_DEPTH];
 	struct ct_stack_line stack[CT_TREE_MAX_STACK];
 };
@@ -36,6 +37,22 @@ struct ct_ops_stats {
 };
 
 void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_event *ev);
+
+/*
+ * Backward attribution: an autograd Function's ctx is made by THPFunction_new. Its entry's
+ * stack (the forward) gives the module path, its return the ctx; a backward collective
+ * under BackwardCFunction.apply(ctx) is then put under that module (ct_py_resolve).
+ */
+struct ct_autograd_stats {
+	uint64_t contexts;     /* contexts recorded with their module path */
+	uint64_t replaced;     /* of them, dropped from the table by a newer one */
+	uint64_t attributed;   /* backward collectives put under their forward's module */
+	uint64_t unattributed; /* backward collectives whose ctx was not (or no longer) known */
+};
+
+void ct_py_ctx_enter(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev);
+void ct_py_ctx_created(struct ct_session *s, struct ct_proc *p, uint32_t tid, uint64_t ctx);
+const struct ct_autograd_stats *ct_py_autograd_stats(const struct ct_session *s);
 const struct ct_ops_stats *ct_py_ops_stats(const struct ct_session *s);
 void ct_py_stats(const struct ct_session *s, uint64_t *stacks, uint64_t *frames, uint64_t *errors);
 

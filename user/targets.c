@@ -356,9 +356,12 @@ static bool already(const struct ct_proc *p, const char *path)
 	return false;
 }
 
-/* Entry and return probes on every function found in f, for p (NULL: for every process,
- * links kept by the file). The number of functions probed, or -ESRCH/-ENOENT. */
-static int attach_file(struct ct_session *s, struct ct_proc *p, struct ct_file *f)
+/*
+ * Entry and return probes on every function found in f, opened as path (this process'
+ * view of it: another process that shares the file may be gone), for p (NULL: for every
+ * process, links kept by the file). The number of functions probed, or -ESRCH/-ENOENT.
+ */
+static int attach_file(struct ct_session *s, struct ct_proc *p, struct ct_file *f, const char *path)
 {
 	const struct ct_libdesc *d = f->desc;
 	uint64_t *offs = calloc(2 * d->n_funcs + 1, sizeof(*offs)), *cookies;
@@ -373,7 +376,7 @@ static int attach_file(struct ct_session *s, struct ct_proc *p, struct ct_file *
 			offs[n] = f->funcs[i].file_off;
 			cookies[n++] = ct_catalog_base(d) + i;
 		}
-	rc = ct_bpf_attach_funcs(s, p ? p->pid : -1, f->path, offs, cookies, n,
+	rc = ct_bpf_attach_funcs(s, p ? p->pid : -1, path, offs, cookies, n,
 				 p ? &p->links : &f->links);
 	free(offs);
 	return rc;
@@ -397,8 +400,9 @@ static int attach_entry(struct ct_session *s, struct ct_proc *p)
 	return rc ? rc : ct_bpf_attach_entry(s, p->pid, exe, off, &p->links);
 }
 
+/* path: how the tracer opens the file of m (ct_map_open_path). */
 static int attach_lib(struct ct_session *s, struct ct_proc *p, const struct scan *sc,
-		      const struct ct_map *m, struct ct_file *f)
+		      const struct ct_map *m, struct ct_file *f, const char *path)
 {
 	const struct ct_libdesc *d = f->desc;
 	struct ct_libinst *li;
@@ -434,7 +438,7 @@ static int attach_lib(struct ct_session *s, struct ct_proc *p, const struct scan
 	 */
 	if (s->opts->cmd && f->wide)
 		return 0;
-	n = attach_file(s, s->opts->cmd ? NULL : p, f);
+	n = attach_file(s, s->opts->cmd ? NULL : p, f, path);
 	if (n < 0)
 		return n; /* the process is gone */
 	li->n_probes = n;
@@ -464,8 +468,18 @@ int ct_proc_scan(struct ct_session *s, struct ct_proc *p)
 
 		if (!strchr(m->perms, 'x') || already(p, m->path))
 			continue;
-		if (ct_proc_target_path(p->pid, m->path, host, sizeof(host)))
+		rc = ct_map_open_path(p->pid, m, host, sizeof(host));
+		if (rc == -ESRCH) {
+			free(sc.maps);
+			return rc;
+		}
+		if (rc) {
+			fprintf(stderr,
+				"commtrace: pid %d: %s: no path opens the file it maps (%s); not "
+				"attached\n",
+				p->pid, m->path, strerror(-rc));
 			continue;
+		}
 		if (d == &ct_lib_ldso) {
 			rc = ct_attach_ldso(s, host);
 			if (rc && rc != -ENOENT)
@@ -482,7 +496,7 @@ int ct_proc_scan(struct ct_session *s, struct ct_proc *p)
 				m->path, d->name);
 			continue;
 		}
-		rc = attach_lib(s, p, &sc, m, f);
+		rc = attach_lib(s, p, &sc, m, f, host);
 		if (rc == -ESRCH || rc == -ENOENT) {
 			free(sc.maps);
 			return -ESRCH;
@@ -492,9 +506,18 @@ int ct_proc_scan(struct ct_session *s, struct ct_proc *p)
 	}
 	free(sc.maps);
 	/* Stacks only matter where collectives are traced. */
-	if (p->n_libs)
+	if (ct_proc_comm_libs(p))
 		ct_py_attach_proc(s, p);
 	return added;
+}
+
+int ct_proc_comm_libs(const struct ct_proc *p)
+{
+	int n = 0;
+
+	for (int i = 0; i < p->n_libs; i++)
+		n += !p->libs[i].file->desc->aux;
+	return n;
 }
 
 int ct_attach_ldso(struct ct_session *s, const char *path)
@@ -668,7 +691,7 @@ int ct_prescan_system_libs(struct ct_session *s)
 			f = ct_file_get(s, real, desc, err, sizeof(err));
 			if (!f || f->wide || !f->n_found)
 				continue;
-			n = attach_file(s, NULL, f);
+			n = attach_file(s, NULL, f, f->path);
 			attached += n > 0 ? n : 0;
 			f->wide = true;
 			ct_info("commtrace: pre-attached %s (%s)\n", real, desc->name);

@@ -30,7 +30,8 @@ struct ct_params;
 struct ct_file {
 	dev_t dev;
 	ino_t ino;
-	char path[PATH_MAX]; /* how we opened it (through /proc/PID/root) */
+	char path[PATH_MAX]; /* how it was first opened (ct_map_open_path: may be another process's)
+			      */
 	const struct ct_libdesc *desc;
 	struct ct_sym_found *funcs;  /* desc->n_funcs */
 	struct ct_sym_found *dtypes; /* desc->n_dtype_objects */
@@ -91,6 +92,7 @@ struct ct_proc {
 	/* --ops: torch's tensor layout in this process, once BPF was told it */
 	const struct ct_torch_layout *torch_layout;
 	uint64_t root_module;	  /* the outermost nn.Module seen on a stack (its address) */
+	const char *root_class;	  /* its class name (interned), or NULL */
 	struct ct_params *params; /* --sharding: read at the first root_module, or NULL */
 	int params_tries;	  /* reads of params so far */
 	struct ct_pyops *ops;	  /* --ops: its calls in flight per thread, or NULL */
@@ -109,6 +111,8 @@ struct ct_proc *ct_proc_add(struct ct_session *s, pid_t pid);
  * Returns the number of library instances newly attached, or -errno. */
 int ct_proc_scan(struct ct_session *s, struct ct_proc *p);
 void ct_proc_detach(struct ct_session *s, struct ct_proc *p);
+/* The communication libraries p maps (not the aux ones, libtorch_python). */
+int ct_proc_comm_libs(const struct ct_proc *p);
 /* The dynamic linker's _dl_debug_state, file-wide, once per file: libraries loaded later. */
 int ct_attach_ldso(struct ct_session *s, const char *path);
 /*

@@ -91,7 +91,7 @@ static int dry_map(const struct ct_map *m, void *arg)
 
 	if (!d || d == &ct_lib_ldso || !strchr(m->perms, 'x'))
 		return 0;
-	if (ct_proc_target_path(c->pid, m->path, host, sizeof(host)))
+	if (ct_map_open_path(c->pid, m, host, sizeof(host)))
 		return 0;
 	f = ct_file_get(c->s, host, d, err, sizeof(err));
 	if (!f) {
@@ -328,7 +328,7 @@ static int trace(struct ct_session *s)
 			fprintf(stderr, "commtrace-bpf: pid %d: %s\n", p->pid, strerror(-err));
 			return CT_EXIT_FAIL;
 		}
-		if (p->n_libs == 0 && !o->wait_libs) {
+		if (!ct_proc_comm_libs(p) && !o->wait_libs) {
 			fprintf(stderr,
 				"commtrace-bpf: no collective library found in pid %d's mappings; "
 				"looked for %s (use --wait-libs to wait for one to be loaded)\n",

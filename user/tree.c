@@ -101,34 +101,85 @@ static void count(struct ct_tree *t, const char *name)
 	}
 }
 
+static bool same_frame(const struct ct_node *o, const struct ct_tree_frame *f)
+{
+	return o->code == f->code && o->self == f->self;
+}
+
+/* Whether node o already has a child for frame f (a call of it that came before). */
+static bool has_child(const struct ct_tree *t, const struct ct_node *o,
+		      const struct ct_tree_frame *f)
+{
+	for (int32_t c = o->first_child; c >= 0; c = t->nodes[c].next)
+		if (same_frame(&t->nodes[c], f))
+			return true;
+	return false;
+}
+
+/*
+ * How much of the thread's open path a call's path continues. A level continues when the
+ * same frame (code, self) is there and either went on (a later instruction) or, at the same
+ * instruction, calls a frame it has not called yet: the next layer of a loop (`for layer in
+ * self.layers: x = layer(x)`), which must be a sibling, not a new tree. A path that goes on
+ * nowhere (every level at its old instruction, calling what it called before) is the next
+ * invocation: a second forward reaches the same call sites again.
+ */
+static int continued(const struct ct_tree *t, const struct ct_tree_path *op,
+		     const struct ct_tree_call *c, int npath)
+{
+	bool went_on = false;
+	int keep = 0;
+
+	for (int i = 0; i < npath && i < op->nopen; i++) {
+		const struct ct_node *o = &t->nodes[op->open[i]];
+		const struct ct_tree_frame *f = &c->path[i];
+
+		if (!same_frame(o, f) || f->instr < o->last_instr)
+			break;
+		if (f->instr > o->last_instr) {
+			went_on = true;
+		} else if (i + 1 < npath &&
+			   !(i + 1 < op->nopen &&
+			     same_frame(&t->nodes[op->open[i + 1]], &c->path[i + 1]))) {
+			if (has_child(t, o, &c->path[i + 1]))
+				break;	/* it calls again what it called before: a new invocation */
+			went_on = true; /* a new callee at the same call site: a loop */
+		} else if (i + 1 >= npath) {
+			break; /* the innermost frame, at the same place: a call of its own */
+		}
+		keep = i + 1;
+	}
+	return went_on ? keep : 0;
+}
+
 int32_t ct_tree_add_call(struct ct_tree *t, const struct ct_tree_call *c)
 {
 	struct ct_tree_thread *th = thread_of(t, c->tid);
+	struct ct_tree_path *op = c->beside ? &th->side : &th->path;
 	int32_t parent = -1, node;
 	int i, keep = 0, npath = c->npath;
 	struct ct_node *n;
 
 	count(t, c->helper ? c->helper : c->function);
+	if (c->root_class)
+		t->root_class = c->root_class;
 	if (c->under_open) { /* --ops: the open path is known from entries and exits */
-		parent = th->nopen ? th->open[th->nopen - 1] : -1;
+		parent = op->nopen ? op->open[op->nopen - 1] : -1;
 		npath = 0;
 		goto collective;
 	}
 	if (npath > CT_TREE_MAX_DEPTH - 1)
 		npath = CT_TREE_MAX_DEPTH - 1;
-	/* How much of the open path this call continues. */
-	for (i = 0; i < npath && i < th->nopen; i++) {
-		struct ct_node *o = &t->nodes[th->open[i]];
-		const struct ct_tree_frame *f = &c->path[i];
-
-		if (o->code != f->code || o->self != f->self || f->instr <= o->last_instr)
-			break;
-		keep = i + 1;
-	}
-	th->nopen = keep;
+	/* A backward pass after a forward (or the next forward after it) starts a tree of its
+	 * own: the modules of the one are not open in the other. */
+	if (op->phase != c->phase)
+		op->nopen = 0;
+	op->phase = c->phase;
+	keep = continued(t, op, c, npath);
+	op->nopen = keep;
 	for (i = 0; i < keep; i++)
-		t->nodes[th->open[i]].last_instr = c->path[i].instr;
-	parent = keep ? th->open[keep - 1] : -1;
+		t->nodes[op->open[i]].last_instr = c->path[i].instr;
+	parent = keep ? op->open[keep - 1] : -1;
 	for (i = keep; i < npath; i++) {
 		const struct ct_tree_frame *f = &c->path[i];
 
@@ -140,7 +191,8 @@ int32_t ct_tree_add_call(struct ct_tree *t, const struct ct_tree_call *c)
 		t->nodes[node].code = f->code;
 		t->nodes[node].self = f->self;
 		t->nodes[node].last_instr = f->instr;
-		th->open[th->nopen++] = node;
+		t->nodes[node].phase = c->phase;
+		op->open[op->nopen++] = node;
 		parent = node;
 	}
 collective:
@@ -153,6 +205,7 @@ collective:
 	n->phase = c->phase;
 	n->truncated = c->truncated;
 	n->function = c->function;
+	n->op = c->op;
 	n->kind = c->kind;
 	n->dtype = c->dtype;
 	n->tid = c->tid;
@@ -171,11 +224,11 @@ int32_t ct_tree_enter(struct ct_tree *t, uint32_t tid, uint8_t type, const char 
 	struct ct_tree_thread *th = thread_of(t, tid);
 	int32_t node;
 
-	if (th->nopen >= CT_TREE_MAX_DEPTH - 1) {
+	if (th->path.nopen >= CT_TREE_MAX_DEPTH - 1) {
 		t->dropped++;
 		return -1;
 	}
-	node = new_node(t, th->nopen ? th->open[th->nopen - 1] : -1, type, name);
+	node = new_node(t, th->path.nopen ? th->path.open[th->path.nopen - 1] : -1, type, name);
 	if (node < 0) {
 		t->dropped++;
 		return -1;
@@ -184,7 +237,7 @@ int32_t ct_tree_enter(struct ct_tree *t, uint32_t tid, uint8_t type, const char 
 	t->nodes[node].self = self;
 	t->nodes[node].tid = tid;
 	t->nodes[node].ts = ts;
-	th->open[th->nopen++] = node;
+	th->path.open[th->path.nopen++] = node;
 	return node;
 }
 
@@ -247,9 +300,9 @@ void ct_tree_exit(struct ct_tree *t, uint32_t tid, int32_t node, uint64_t ts)
 
 	if (node < 0 || node >= t->n)
 		return;
-	for (int i = th->nopen - 1; i >= 0; i--) {
-		if (th->open[i] == node) {
-			th->nopen = i; /* and whatever an exit skipped above it */
+	for (int i = th->path.nopen - 1; i >= 0; i--) {
+		if (th->path.open[i] == node) {
+			th->path.nopen = i; /* and whatever an exit skipped above it */
 			break;
 		}
 	}
@@ -261,9 +314,9 @@ const struct ct_node *ct_tree_open_node(struct ct_tree *t, uint32_t tid, uint8_t
 {
 	struct ct_tree_thread *th = thread_of(t, tid);
 
-	for (int i = th->nopen - 1; i >= 0; i--)
-		if (!type || t->nodes[th->open[i]].type == type)
-			return &t->nodes[th->open[i]];
+	for (int i = th->path.nopen - 1; i >= 0; i--)
+		if (!type || t->nodes[th->path.open[i]].type == type)
+			return &t->nodes[th->path.open[i]];
 	return NULL;
 }
 

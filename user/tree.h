@@ -5,10 +5,12 @@
  * collective. Bounded: a node pool with a cap and a dropped count, a depth cap.
  *
  * Invocations are told apart without entry/exit events: a node on a thread's
- * open path is reused by the next call only if the same frame (same code, same
- * self) is now at a later instruction, i.e. the program went on inside the same
- * invocation. A second forward, which reaches the same call site again, gets
- * new nodes. (Two collectives from one call site in a loop become two siblings.)
+ * open path is reused by the next call if the same frame (same code, same self)
+ * went on to a later instruction, or calls, from the same instruction, a frame
+ * it had not called yet (the layers of a loop are siblings under one node). A
+ * second forward, which reaches the same call sites again, gets new nodes, and
+ * so does a backward pass. (Two collectives from one call site in one module
+ * invocation become two module nodes.)
  */
 #ifndef CT_TREE_H
 #define CT_TREE_H
@@ -51,12 +53,15 @@ struct ct_tree_call {
 	uint32_t tid;
 	uint64_t ts;
 	uint32_t probe_id;
-	const char *helper;   /* outermost collective API on the stack, or NULL */
-	const char *function; /* library function */
-	const char *kind;     /* all_reduce, … */
+	const char *helper;	/* outermost collective API on the stack, or NULL */
+	const char *op;		/* the op it dispatches, as CommDebugMode names it, or NULL */
+	const char *root_class; /* the class of the path's outermost module, or NULL */
+	const char *function;	/* library function */
+	const char *kind;	/* all_reduce, … */
 	uint8_t phase;
 	bool truncated;	    /* the stack was deeper than the walker's limit */
 	bool under_open;    /* --ops: under the thread's open node, path ignored */
+	bool beside;	    /* --ops: at its path, leaving the thread's open path as it is */
 	int32_t group_size; /* -1 when unknown */
 	int32_t rank_in_group;
 	uint64_t bytes;
@@ -103,6 +108,7 @@ struct ct_node {
 	uint64_t code, self, last_instr;
 	/* collective nodes */
 	const char *function, *kind, *dtype;
+	const char *op; /* CommDebugMode's name of the op (c10d_functional.all_reduce), or NULL */
 	uint32_t tid;
 	int32_t group_size, rank_in_group;
 	uint64_t ts, duration, bytes;
@@ -112,10 +118,18 @@ struct ct_node {
 	struct ct_stack_line stack[CT_TREE_MAX_STACK];
 };
 
-struct ct_tree_thread {
-	uint32_t tid;
+/* The nodes open on a thread, outermost first. */
+struct ct_tree_path {
 	int32_t open[CT_TREE_MAX_DEPTH];
 	int nopen;
+	uint8_t phase; /* a path of the other phase does not continue it */
+};
+
+struct ct_tree_thread {
+	uint32_t tid;
+	struct ct_tree_path path; /* from the stacks, or (--ops) from entries and exits */
+	/* --ops: backward collectives under their forward's modules, beside the open path */
+	struct ct_tree_path side;
 	uint64_t used;
 };
 
@@ -134,6 +148,7 @@ struct ct_tree {
 	} counts[64];
 	int ncounts;
 	uint64_t total;
+	const char *root_class; /* of the latest call's outermost module, or NULL */
 };
 
 int ct_tree_init(struct ct_tree *t);

@@ -30,7 +30,8 @@ enum ct_lib {
 	CT_LIB_C10D,
 	CT_LIB_NCCL,
 	CT_LIB_HCCL,
-	CT_LIB_LDSO, /* the dynamic linker: library load notifications */
+	CT_LIB_LDSO,	     /* the dynamic linker: library load notifications */
+	CT_LIB_TORCH_PYTHON, /* PyTorch's Python bindings: autograd contexts (not collectives) */
 	CT_LIB_MAX,
 };
 
@@ -56,6 +57,7 @@ enum ct_kind {
 	CT_K_COMM_SPLIT,
 	CT_K_COMM_DESTROY, /* destroy / abort / free */
 	CT_K_DL_STATE,	   /* _dl_debug_state: the link map changed */
+	CT_K_AUTOGRAD_CTX, /* an autograd Function's ctx created (forward); not a collective */
 	CT_K_MAX,
 };
 

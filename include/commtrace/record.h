@@ -25,7 +25,7 @@
 #include <linux/types.h>
 
 #define CT_REC_MAGIC	 "CTRECORD"
-#define CT_REC_VERSION	 1
+#define CT_REC_VERSION	 2    /* 2: ct_rec_pycall names its op and root class */
 #define CT_REC_MAX_EVENT 8192 /* >= sizeof(struct ct_call_event) */
 #define CT_REC_MAX_DROPS 16   /* >= CT_DROP_MAX */
 
@@ -77,9 +77,11 @@ struct ct_rec_proc {
 
 struct ct_rec_pycall {
 	__u32 pid, tid;
-	__u64 ts;     /* the call record's: they must match */
-	__u32 helper; /* the outermost collective API on the stack (string) */
-	__u8 phase;   /* 0 forward, 1 backward */
+	__u64 ts;	  /* the call record's: they must match */
+	__u32 helper;	  /* the outermost collective API on the stack (string) */
+	__u32 op;	  /* the op it dispatches, as CommDebugMode names it (string) */
+	__u32 root_class; /* the class of the outermost module of the path (string) */
+	__u8 phase;	  /* 0 forward, 1 backward */
 	__u8 truncated;
 	__u16 npath, nstack;
 	__u16 pad[3];

@@ -455,3 +455,60 @@ def assert_matches_ledger(proc, ledger, extras=None, check_dtype=True, bytes_if_
         f"pid {proc['pid']} (rank {ledger['rank']}) differs from its ledger:\n  "
         + "\n  ".join(problems)
     )
+
+
+# ---------------------------------------------------------------------------------------
+# The PyTorch 2.x root: Debian 13 with Debian's python3-torch 2.6 (scripts/torch2-root.sh)
+
+TORCH2_ROOT = REPO / "build" / "torch2-root"
+TORCH2_WORK = "/opt/commtrace"  # inside the root: the workloads and test programs, copied
+
+
+class Torch2Root:
+    """The root, with /proc mounted in it and the workloads copied in, while the session
+    lasts. Ranks run in it with chroot: the container case and torch 2.x in one."""
+
+    def __init__(self, path):
+        self.path = path
+        self.mounted = False
+
+    def setup(self):
+        proc = self.path / "proc"
+        if not os.path.ismount(proc):
+            subprocess.run(["mount", "-t", "proc", "proc", str(proc)], check=True, timeout=30)
+            self.mounted = True
+        work = self.path / TORCH2_WORK.lstrip("/")
+        if work.exists():
+            shutil.rmtree(work)
+        shutil.copytree(WORKLOADS, work / "workloads")
+        (work / "progs").mkdir()
+        for name in ("hccl_driver", "libhccl.so"):
+            shutil.copy2(PROGS / name, work / "progs" / name)
+
+    def teardown(self):
+        if self.mounted:
+            subprocess.run(["umount", str(self.path / "proc")], timeout=30)
+
+    def host(self, inner):
+        """A path inside the root, as this process sees it."""
+        return self.path / str(inner).lstrip("/")
+
+    def python(self, script, *args):
+        """The command line of a workload run by the root's python3 (torch 2.6)."""
+        return ["chroot", str(self.path), "env", "USE_LIBUV=0", "PYTHONUNBUFFERED=1", "python3",
+                f"{TORCH2_WORK}/workloads/{script}", *[str(a) for a in args]]
+
+
+@pytest.fixture(scope="session")
+def torch2_root():
+    if os.geteuid() != 0:
+        pytest.skip("SKIPPED LOUDLY: the PyTorch 2.x root needs root (chroot, mount)")
+    stamp = TORCH2_ROOT / ".commtrace-root"
+    if not stamp.exists():
+        pytest.skip(f"SKIPPED LOUDLY: no PyTorch 2.x root at {TORCH2_ROOT}: "
+                    "scripts/torch2-root.sh could not build it here (it needs debootstrap and "
+                    "Debian's archive); `make test` runs it first")
+    r = Torch2Root(TORCH2_ROOT)
+    r.setup()
+    yield r
+    r.teardown()

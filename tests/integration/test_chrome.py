@@ -170,23 +170,25 @@ def test_chrome_seed000_tree_nesting(bpf, torch_available, reaper, start_tracer,
                  if e["ph"] == "M" and e["name"] == "process_name" and e["pid"] == pid}
         assert names == {f"rank {rank} ({os.uname().nodename}, pid {pid})"}, names
         proc = next(p for p in js["processes"] if p["pid"] == pid)
-        # Nesting matches the tree: each forward collective lies in Module(fc2) inside
-        # Module((root)); backward ones in no module.
+        # Nesting matches the tree: each collective lies in Module(fc2) inside
+        # Module((root)): a backward one in the backward nodes of the module whose forward
+        # made its autograd context (fc2's forward hook all-reduces).
         main = tracks[(pid, pid)]
         mods = [e for e in main if e.get("cat") == "module"]
-        assert sorted(e["name"] for e in mods) == ["Module((root))"] * forwards + \
-            ["Module(fc2)"] * forwards
+        assert sorted(e["name"] for e in mods) == ["Module((root))"] * 2 * forwards + \
+            ["Module(fc2)"] * 2 * forwards
+        assert sorted(e["args"]["phase"] for e in mods) == \
+            ["backward"] * 2 * forwards + ["forward"] * 2 * forwards
         colls = [e for e in main if e.get("cat") == "comm" and e["args"]["depth"] == 0]
         tree_colls = [r for r in flat(proc["comm_debug"]["records"]) if r["type"] == "collective"]
         assert len(colls) == len(tree_colls) == 2 * forwards
         for c in colls:
             around = sorted((m for m in mods if encloses(m, c)), key=lambda m: m["args"]["depth"])
+            assert [m["name"] for m in around] == ["Module((root))", "Module(fc2)"], c
+            assert {m["args"]["phase"] for m in around} == {c["args"]["phase"]}, c
             if c["args"]["phase"] == "forward":
-                assert [m["name"] for m in around] == ["Module((root))", "Module(fc2)"], c
                 assert c["args"]["collective"] == "differentiable_all_reduce"
                 assert any("differentiable_all_reduce" in s for s in c["args"]["stack"])
-            else:
-                assert around == [], c
         # Flows: each c10d all-reduce hands off to a Gloo worker thread of its process.
         flows = [e for e in doc["traceEvents"] if e["ph"] in "sf" and e["name"] == "c10d→gloo"
                  and e["pid"] == pid]

@@ -90,7 +90,11 @@ def test_demo_matches_readme(bpf, torch_available, tmp_path):
     fc2 = next(k for k, l in enumerate(step) if l.split()[-2:] == ["Module(fc2)", "[enter]"])
     assert step[fc2 + 1].split()[:2] == ["Op", "Op(linear)"], step
     assert step[fc2 + 2].split()[:2] == ["Collective", "Collective(differentiable_all_reduce)"]
-    assert "phase=backward" in step[fc2 + 3], step
+    # the backward all-reduce, under the module whose forward (hook) made it
+    assert step[fc2 + 3].split()[-2:] == ["Module((root))", "[backward]"], step
+    assert step[fc2 + 4].split()[-2:] == ["Module(fc2)", "[backward]"], step
+    assert step[fc2 + 5].split()[:2] == ["Collective", "Collective(all_reduce)"], step
+    assert "phase=backward" in step[fc2 + 5], step
 
 
 def test_demo_without_bpf_names_the_capability(tmp_path):

@@ -5,6 +5,7 @@ output files never follow a planted symlink, and a target in its own mount names
 (a container) is traced through /proc/PID/root."""
 import json
 import os
+import shutil
 import re
 import signal
 import stat
@@ -283,3 +284,97 @@ def test_target_in_own_mount_namespace(bpf, progs, reaper, start_tracer, tmp_pat
     assert wait_proc(drv, 60, "hccl_driver") == 0, (tmp_path / "ns.log").read_text()
     assert tr.wait() == 0, tr.describe()
     check_hccl(load_trace_json(out), expect, pid=pid)
+
+
+def run_hccl_target(reaper, start_tracer, tmp_path, argv, pid_file, wait, expect, log_name,
+                    between=None):
+    """A stand-in HCCL rank started by argv, its library preloaded (mapped before the tracer
+    attaches; the driver's dlopen of the same path then finds it loaded); it waits on
+    `wait` once its pid is in pid_file; between(pid) runs before the tracer attaches.
+    Traced by pid; checked against its ledger exactly."""
+    log = open(tmp_path / log_name, "w")
+    drv = reaper.popen(argv, stdout=log, stderr=log)
+    wait_files([pid_file], procs=[drv])
+    pid = read_pid(pid_file)
+    if between:
+        between(pid)
+    out = tmp_path / "trace.json"
+    tr = start_tracer(["-p", str(pid), "--json", out])
+    tr.wait_attached()
+    touch(wait)
+    assert wait_proc(drv, 60, "hccl_driver") == 0, (tmp_path / log_name).read_text()
+    assert tr.wait() == 0, tr.describe()
+    check_hccl(load_trace_json(out), expect, pid=pid)
+
+
+def driver_args(lib, wait, expect):
+    return [lib, "--rank", "1", "--nranks", "4", "--wait-file", wait, "--expect", expect,
+            "--iters", "3", "--settle-ms", str(SETTLE_MS)]
+
+
+def test_target_in_chroot(bpf, progs, torch2_root, reaper, start_tracer, tmp_path):
+    """A chrooted target: /proc/PID/maps names its files as the tracer sees them
+    (ROOT/opt/...), so /proc/PID/root + that path does not exist; the mapped file is opened
+    through /proc/PID/map_files. Exact counts prove the probes are on the right file."""
+    inner = "/opt/commtrace/hccl-chroot"
+    shutil.rmtree(torch2_root.host(inner), ignore_errors=True)
+    torch2_root.host(inner).mkdir(parents=True)
+    lib, wait, expect = "/opt/commtrace/progs/libhccl.so", f"{inner}/go", f"{inner}/expect"
+    argv = ["chroot", torch2_root.path, "env", "RANK=1", f"LD_PRELOAD={lib}",
+            "/opt/commtrace/progs/hccl_driver", *driver_args(lib, wait, expect)]
+
+    def outside(pid):
+        maps = open(f"/proc/{pid}/maps").read()
+        assert f"{torch2_root.host(lib)}\n" in maps, "maps names the file as we see it"
+
+    run_hccl_target(reaper, start_tracer, tmp_path, argv, torch2_root.host(f"{wait}.pid"),
+                    torch2_root.host(wait), torch2_root.host(expect), "chroot.log",
+                    between=outside)
+
+
+def test_target_in_overlay(bpf, progs, reaper, start_tracer, tmp_path):
+    """A container-like target: its library is on an overlay mounted in its own mount
+    namespace, which the tracer's namespace does not have."""
+    if subprocess.run(["unshare", "--mount", "true"]).returncode != 0:
+        pytest.skip("SKIPPED LOUDLY: cannot create a mount namespace here")
+    lower, upper, work = tmp_path / "lower", tmp_path / "upper", tmp_path / "ovlwork"
+    for d in (lower, upper, work):
+        d.mkdir()
+    shutil.copy2(PROGS / "libhccl.so", lower / "libhccl.so")
+    merged = "/mnt/commtrace-overlay-test"
+    os.makedirs(merged, exist_ok=True)
+    wait, expect = tmp_path / "go", tmp_path / "expect"
+    lib = f"{merged}/libhccl.so"
+    script = (f"mount -t overlay overlay -o lowerdir={lower},upperdir={upper},workdir={work} "
+              f"{merged} && RANK=1 LD_PRELOAD={lib} exec {PROGS / 'hccl_driver'} "
+              + " ".join(str(a) for a in driver_args(lib, wait, expect)))
+    argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script]
+
+    def unseen(pid):
+        assert not os.path.exists(lib), "the host must not see the overlay"
+        assert f"{lib}\n" in open(f"/proc/{pid}/maps").read()
+
+    run_hccl_target(reaper, start_tracer, tmp_path, argv, f"{wait}.pid", wait, expect,
+                    "overlay.log", between=unseen)
+
+
+def test_library_replaced_after_mapping(bpf, progs, reaper, start_tracer, tmp_path):
+    """The library file is replaced on disk after the target mapped it (an upgrade under a
+    running job): the probes go on the inode it mapped, not on the file now at that path,
+    which would see none of its calls."""
+    libdir = tmp_path / "lib"
+    libdir.mkdir()
+    lib = libdir / "libhccl.so"
+    shutil.copy2(PROGS / "libhccl.so", lib)
+    wait, expect = tmp_path / "go", tmp_path / "expect"
+
+    def replace(pid):
+        new = libdir / "libhccl.so.new"
+        shutil.copy2(PROGS / "libhccl.so", new)  # the same bytes, another inode
+        os.rename(new, lib)
+        assert f"{lib} (deleted)" in open(f"/proc/{pid}/maps").read()
+
+    argv = ["env", "RANK=1", f"LD_PRELOAD={lib}", PROGS / "hccl_driver",
+            *driver_args(lib, wait, expect)]
+    run_hccl_target(reaper, start_tracer, tmp_path, argv, f"{wait}.pid", wait, expect,
+                    "replaced.log", between=replace)

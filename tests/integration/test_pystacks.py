@@ -103,12 +103,17 @@ def test_seed000_mlp_forward_backward(bpf, torch_available, reaper, start_tracer
             assert "platform.differentiable_all_reduce" in quals, quals
             assert "rowwise_output_hook" in quals, quals
         for path, r in bwd:
-            assert path == (), "a backward collective has no forward module around it"
+            # under the module whose forward made its autograd context: fc2's forward hook
+            # all-reduced through torch.distributed.nn's _AllReduce
+            assert [label(x) for x in path] == ["Module((root))", "Module(fc2)"], path
+            assert [x["phase"] for x in path] == ["backward", "backward"], path
             assert r["collective_type"] == "all_reduce"
             assert r["bytes"] == ledger["all_reduce_bytes"]
-        # Each forward is its own subtree: three roots with one module each.
+        # Each forward is its own subtree, and each backward: six roots with one module each.
         roots = [r for r in dbg["records"] if r["type"] == "module"]
-        assert len(roots) == forwards
+        assert [r["phase"] for r in roots] == ["forward", "backward"] * forwards
+        assert js["autograd"]["backward_attributed"] == 2 * ledger["backwards"]
+        assert js["autograd"]["backward_unattributed"] == 0
 
 
 def test_seed000_sharding(bpf, torch_available, reaper, start_tracer, tmp_path):

@@ -55,7 +55,8 @@
 	    PG(cls, "allgather", CT_K_ALLGATHER, .val = {GROUP, VEC(4)}, .sent = S, .recv = SX),   \
 	    PG(cls, "_allgather_base", CT_K_ALLGATHER, .val = {GROUP, TEN(4)}, .sent = S,          \
 	       .recv = SX),                                                                        \
-	    PG(cls, "allgather_coalesced", CT_K_ALLGATHER, .val = {GROUP}),                        \
+	    PG(cls, "allgather_coalesced", CT_K_ALLGATHER, .val = {GROUP, VEC(4)}, .sent = S,      \
+	       .recv = SX),                                                                        \
 	    PG(cls, "gather", CT_K_GATHER, .val = {GROUP}),                                        \
 	    PG(cls, "scatter", CT_K_SCATTER, .val = {GROUP}),                                      \
 	    PG(cls, "reduce_scatter", CT_K_REDUCE_SCATTER, .val = {GROUP, VEC(3)}, .sent = SX,     \

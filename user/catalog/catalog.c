@@ -25,7 +25,7 @@ const struct ct_libdesc ct_lib_ldso = {
 
 const struct ct_libdesc *const ct_libs[] = {
     &ct_lib_mpi,  &ct_lib_gloo, &ct_lib_c10d, &ct_lib_c10d2,
-    &ct_lib_nccl, &ct_lib_hccl, &ct_lib_ldso,
+    &ct_lib_nccl, &ct_lib_hccl, &ct_lib_ldso, &ct_lib_torch_python,
 };
 const size_t ct_n_libs = ARRAY_LEN(ct_libs);
 
@@ -100,7 +100,7 @@ const char *ct_catalog_file_list(void)
 	if (buf[0])
 		return buf;
 	for (size_t i = 0; i < ct_n_libs; i++) {
-		if (ct_libs[i]->lib == CT_LIB_LDSO ||
+		if (ct_libs[i]->lib == CT_LIB_LDSO || ct_libs[i]->aux ||
 		    (i && ct_libs[i]->files == ct_libs[i - 1]->files))
 			continue;
 		for (const char *const *f = ct_libs[i]->files; *f; f++) {
@@ -118,9 +118,10 @@ const char *ct_catalog_file_list(void)
 const char *ct_lib_name(uint8_t lib)
 {
 	static const char *const names[CT_LIB_MAX] = {
-	    [CT_LIB_NONE] = "none",  [CT_LIB_MPI] = "mpi",   [CT_LIB_GLOO] = "gloo",
-	    [CT_LIB_C10D] = "c10d",  [CT_LIB_NCCL] = "nccl", [CT_LIB_HCCL] = "hccl",
-	    [CT_LIB_LDSO] = "ld.so",
+	    [CT_LIB_NONE] = "none",  [CT_LIB_MPI] = "mpi",
+	    [CT_LIB_GLOO] = "gloo",  [CT_LIB_C10D] = "c10d",
+	    [CT_LIB_NCCL] = "nccl",  [CT_LIB_HCCL] = "hccl",
+	    [CT_LIB_LDSO] = "ld.so", [CT_LIB_TORCH_PYTHON] = "torch_python",
 	};
 
 	return lib < CT_LIB_MAX && names[lib] ? names[lib] : "?";
@@ -149,6 +150,7 @@ const char *ct_kind_name(uint8_t kind)
 	    [CT_K_COMM_SPLIT] = "comm_split",
 	    [CT_K_COMM_DESTROY] = "comm_destroy",
 	    [CT_K_DL_STATE] = "dl_state",
+	    [CT_K_AUTOGRAD_CTX] = "autograd_ctx",
 	};
 
 	return kind < CT_K_MAX && names[kind] ? names[kind] : "?";

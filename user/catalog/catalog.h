@@ -73,10 +73,13 @@ struct ct_libdesc {
 	const struct ct_named_object *op_objects;
 	size_t n_op_objects;
 	const char *times; /* what the durations mean, for the README and the summary */
+	/* not a communication library (it helps attribute calls): no statistics, reports
+	 * or "no library" check of its own */
+	bool aux;
 };
 
 extern const struct ct_libdesc ct_lib_mpi, ct_lib_gloo, ct_lib_c10d, ct_lib_c10d2, ct_lib_nccl,
-    ct_lib_hccl, ct_lib_ldso;
+    ct_lib_hccl, ct_lib_ldso, ct_lib_torch_python;
 int ct_torch_major(const char *path);
 
 /* All libraries, in probe-id order. */

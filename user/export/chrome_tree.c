@@ -58,8 +58,10 @@ static void emit_tree_node(struct ct_chrome *c, const struct ct_tree *tr, int32_
 		ct_sbuf_jstr(&c->b, text);
 	}
 	ct_sbuf_printf(&c->b,
-		       ",\"tree_node\":%d,\"parent_node\":%d,\"depth\":%d,\"extent\":\"%s\"}}", i,
-		       n->parent, n->depth,
+		       ",\"phase\":\"%s\",\"tree_node\":%d,\"parent_node\":%d,\"depth\":%d,"
+		       "\"extent\":\"%s\"}}",
+		       n->phase == CT_PHASE_BACKWARD ? "backward" : "forward", i, n->parent,
+		       n->depth,
 		       n->duration ? "entry to exit" : "first to last descendant collective");
 	if (ch_emit(c, start))
 		c->tree_slices++;

@@ -105,6 +105,8 @@ static cJSON *record(const struct ct_tree *t, const struct ct_node *n, int depth
 	case CT_NODE_MODULE:
 		cJSON_AddStringToObject(o, "type", "module");
 		cJSON_AddStringToObject(o, "module_fqn", n->name);
+		cJSON_AddStringToObject(o, "phase",
+					n->phase == CT_PHASE_BACKWARD ? "backward" : "forward");
 		break;
 	case CT_NODE_OP:
 		cJSON_AddStringToObject(o, "type", "op");
@@ -128,6 +130,8 @@ static cJSON *record(const struct ct_tree *t, const struct ct_node *n, int depth
 		cJSON_AddStringToObject(o, "phase",
 					n->phase == CT_PHASE_BACKWARD ? "backward" : "forward");
 		cJSON_AddStringToObject(o, "function", n->function);
+		if (n->op)
+			cJSON_AddStringToObject(o, "op", n->op);
 		cJSON_AddStringToObject(o, "kind", n->kind);
 		cJSON_AddItemToObject(o, "bytes", u64(n->bytes));
 		if (n->dtype)
@@ -217,6 +221,66 @@ static void add_params(cJSON *o, const struct ct_proc *p)
 }
 
 /* Seed 000's JSON dump, per process. */
+/* counts[fqn][phase][op] += 1, creating the objects on the way. */
+static void bump(cJSON *counts, const char *fqn, const char *phase, const char *op)
+{
+	cJSON *m = cJSON_GetObjectItemCaseSensitive(counts, fqn), *ph, *n;
+
+	if (!m) {
+		m = cJSON_CreateObject();
+		cJSON_AddItemToObject(m, "forward", cJSON_CreateObject());
+		cJSON_AddItemToObject(m, "backward", cJSON_CreateObject());
+		cJSON_AddItemToObject(counts, fqn, m);
+	}
+	ph = cJSON_GetObjectItemCaseSensitive(m, phase);
+	n = cJSON_GetObjectItemCaseSensitive(ph, op);
+	if (n)
+		cJSON_SetNumberValue(n, n->valuedouble + 1);
+	else
+		cJSON_AddNumberToObject(ph, op, 1);
+}
+
+/*
+ * PyTorch CommDebugMode's comm_module_counts from the tree: every collective whose op it
+ * would count (a c10d or functional-collective op), under each module it is in and under
+ * "Global", by phase; a module named as CommDebugMode names it, its FQN behind the root
+ * module's class ("Transformer.layers.0.attention"). get_comm_counts() beside it.
+ */
+static void add_comm_module_counts(cJSON *o, const struct ct_tree *t, const struct ct_proc *p)
+{
+	cJSON *counts = cJSON_CreateObject(), *ops = cJSON_CreateObject();
+	const char *root = t->root_class ? t->root_class : "(root)";
+	char fqn[512];
+
+	for (int32_t i = 0; i < t->n; i++) {
+		const struct ct_node *n = &t->nodes[i];
+		const char *phase = n->phase == CT_PHASE_BACKWARD ? "backward" : "forward";
+		cJSON *c;
+
+		if (n->type != CT_NODE_COLLECTIVE || !n->op)
+			continue;
+		c = cJSON_GetObjectItemCaseSensitive(ops, n->op);
+		if (c)
+			cJSON_SetNumberValue(c, c->valuedouble + 1);
+		else
+			cJSON_AddNumberToObject(ops, n->op, 1);
+		bump(counts, "Global", phase, n->op);
+		for (int32_t a = n->parent; a >= 0; a = t->nodes[a].parent) {
+			const struct ct_node *m = &t->nodes[a];
+
+			if (m->type != CT_NODE_MODULE)
+				continue;
+			if (!strcmp(m->name, "(root)"))
+				snprintf(fqn, sizeof(fqn), "%s", root);
+			else
+				snprintf(fqn, sizeof(fqn), "%s.%s", root, m->name);
+			bump(counts, fqn, phase, n->op);
+		}
+	}
+	cJSON_AddItemToObject(o, "comm_module_counts", counts);
+	cJSON_AddItemToObject(o, "comm_debug_counts", ops);
+}
+
 static cJSON *comm_debug(const struct ct_tree *t, const struct ct_proc *p, bool sharding)
 {
 	cJSON *o = cJSON_CreateObject(), *counts = cJSON_CreateObject();
@@ -226,6 +290,7 @@ static cJSON *comm_debug(const struct ct_tree *t, const struct ct_proc *p, bool 
 		cJSON_AddItemToObject(counts, t->counts[i].name, u64(t->counts[i].n));
 	cJSON_AddItemToObject(o, "comm_counts", counts);
 	cJSON_AddItemToObject(o, "total_counts", u64(t->total));
+	add_comm_module_counts(o, t, p);
 	for (int32_t r = t->first_root; r >= 0; r = t->nodes[r].next)
 		cJSON_AddItemToArray(recs, record(t, &t->nodes[r], 0));
 	cJSON_AddItemToObject(o, "records", recs);
@@ -347,6 +412,16 @@ int ct_export_json(struct ct_session *s, const char *path)
 		ct_py_stats(s, &stacks, &frames, &unresolved);
 		cJSON_AddItemToObject(drops, "python_frames_unresolved", u64(unresolved));
 		cJSON_AddItemToObject(root, "python_stacks", u64(stacks));
+	}
+	if (ct_py_autograd_stats(s) && ct_py_autograd_stats(s)->contexts) {
+		const struct ct_autograd_stats *a = ct_py_autograd_stats(s);
+		cJSON *ag = cJSON_CreateObject();
+
+		cJSON_AddItemToObject(ag, "contexts", u64(a->contexts));
+		cJSON_AddItemToObject(ag, "contexts_replaced", u64(a->replaced));
+		cJSON_AddItemToObject(ag, "backward_attributed", u64(a->attributed));
+		cJSON_AddItemToObject(ag, "backward_unattributed", u64(a->unattributed));
+		cJSON_AddItemToObject(root, "autograd", ag);
 	}
 	if (s->opts->ops && ct_py_ops_stats(s)) {
 		const struct ct_ops_stats *o = ct_py_ops_stats(s);

@@ -60,7 +60,8 @@ void ct_format_detail(const struct ct_node *n, char *buf, size_t len)
 {
 	switch (n->type) {
 	case CT_NODE_MODULE:
-		snprintf(buf, len, "Module(%s) [enter]", n->name);
+		snprintf(buf, len, "Module(%s) [%s]", n->name,
+			 n->phase == CT_PHASE_BACKWARD ? "backward" : "enter");
 		break;
 	case CT_NODE_OP: {
 		char in[CT_VALUES_TEXT_MAX] = "", out[CT_VALUES_TEXT_MAX] = "";

@@ -33,6 +33,7 @@
 #include "python/objects.h"
 #include "python/params.h"
 #include "python/symbolize.h"
+#include "target/proc.h"
 #include "tree.h"
 
 #define TI_HDR_MAX	256   /* TensorImpl bytes read per tensor (the fields above) */
@@ -153,7 +154,11 @@ void ct_torch_version(pid_t pid, char *buf, size_t len)
 		if (!strncmp(base, "_C.", 3) && base - name >= 7 &&
 		    !strncmp(base - 7, "/torch/", 7)) {
 			base[0] = '\0';
-			snprintf(file, sizeof(file), "/proc/%d/root%sversion.py", (int)pid, name);
+			char py[PATH_MAX];
+
+			snprintf(py, sizeof(py), "%sversion.py", name);
+			if (ct_proc_file_path(pid, py, file, sizeof(file)))
+				file[0] = '\0';
 			break;
 		}
 		if (!lib_version[0] && !strncmp(base, "libtorch_cpu.so.", 16))

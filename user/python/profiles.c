@@ -35,18 +35,71 @@ static const char builtin[] =
     "helper        *                                */mpi4py/*                            func\n"
     "backward      Tensor.backward                  */torch/_tensor.py                    none\n"
     "backward      backward                         */torch/autograd/__init__.py          none\n"
-    "backward      *.backward                       *                                     none\n";
+    "backward      *.backward                       *                                     none\n"
+    /* the engine calls the ctx's bound apply: self is the ctx THPFunction_new made */
+    "autograd      BackwardCFunction.apply          */torch/autograd/function.py          none\n";
 
 static const char *const roles[] = {
-    [CT_ROLE_NONE] = "none",	 [CT_ROLE_MODULE] = "module",
-    [CT_ROLE_OP] = "op",	 [CT_ROLE_REDISTRIBUTE] = "redistribute",
-    [CT_ROLE_HELPER] = "helper", [CT_ROLE_BACKWARD] = "backward",
+    [CT_ROLE_NONE] = "none",
+    [CT_ROLE_MODULE] = "module",
+    [CT_ROLE_OP] = "op",
+    [CT_ROLE_REDISTRIBUTE] = "redistribute",
+    [CT_ROLE_HELPER] = "helper",
+    [CT_ROLE_BACKWARD] = "backward",
+    [CT_ROLE_AUTOGRAD] = "autograd",
 };
 
 static const char *const names[] = {
     [CT_NAME_FUNC] = "func", [CT_NAME_QUALNAME] = "qualname", [CT_NAME_SELF] = "self",
     [CT_NAME_ARG1] = "arg1", [CT_NAME_NONE] = "none",
 };
+
+/*
+ * The op a collective API dispatches, named as PyTorch's CommDebugMode names it (its
+ * comm_counts keys; native functional collectives under their legacy names, as it
+ * translates them): by the API's file and function.
+ */
+static const struct {
+	const char *file, *func, *op;
+} ops[] = {
+    {"*/torch/distributed/_functional_collectives.py", "all_reduce", "c10d_functional.all_reduce"},
+    {"*/torch/distributed/_functional_collectives.py", "all_reduce_coalesced",
+     "c10d_functional.all_reduce_coalesced"},
+    {"*/torch/distributed/_functional_collectives.py", "all_gather_tensor",
+     "c10d_functional.all_gather_into_tensor"},
+    {"*/torch/distributed/_functional_collectives.py", "all_gather_into_tensor_coalesced",
+     "c10d_functional.all_gather_into_tensor_coalesced"},
+    {"*/torch/distributed/_functional_collectives.py", "reduce_scatter_tensor",
+     "c10d_functional.reduce_scatter_tensor"},
+    {"*/torch/distributed/_functional_collectives.py", "reduce_scatter_tensor_coalesced",
+     "c10d_functional.reduce_scatter_tensor_coalesced"},
+    {"*/torch/distributed/_functional_collectives.py", "all_to_all_single",
+     "c10d_functional.all_to_all_single"},
+    {"*/torch/distributed/_functional_collectives.py", "broadcast", "c10d_functional.broadcast"},
+    {"*/torch/distributed/distributed_c10d.py", "all_reduce", "c10d.allreduce_"},
+    {"*/torch/distributed/distributed_c10d.py", "all_gather", "c10d.allgather_"},
+    {"*/torch/distributed/distributed_c10d.py", "all_gather_into_tensor", "c10d._allgather_base_"},
+    {"*/torch/distributed/distributed_c10d.py", "reduce_scatter", "c10d.reduce_scatter_"},
+    {"*/torch/distributed/distributed_c10d.py", "reduce_scatter_tensor",
+     "c10d._reduce_scatter_base_"},
+    {"*/torch/distributed/distributed_c10d.py", "broadcast", "c10d.broadcast_"},
+    {"*/torch/distributed/distributed_c10d.py", "reduce", "c10d.reduce_"},
+    {"*/torch/distributed/distributed_c10d.py", "all_to_all", "c10d.alltoall_"},
+    {"*/torch/distributed/distributed_c10d.py", "all_to_all_single", "c10d.alltoall_base_"},
+    {"*/torch/distributed/distributed_c10d.py", "gather", "c10d.gather_"},
+    {"*/torch/distributed/distributed_c10d.py", "scatter", "c10d.scatter_"},
+    {"*/torch/distributed/distributed_c10d.py", "barrier", "c10d.barrier"},
+    {"*/torch/distributed/distributed_c10d.py", "send", "c10d.send"},
+    {"*/torch/distributed/distributed_c10d.py", "recv", "c10d.recv_"},
+};
+
+const char *ct_profiles_op_name(const char *func, const char *file)
+{
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+		if (!strcmp(func, ops[i].func) && !fnmatch(ops[i].file, file, 0))
+			return ops[i].op;
+	return NULL;
+}
 
 const char *ct_role_name(uint8_t role)
 {

@@ -19,6 +19,7 @@ enum ct_role {
 	CT_ROLE_REDISTRIBUTE, /* a layout change that communicates */
 	CT_ROLE_HELPER,	      /* a collective API (differentiable_all_reduce, all_reduce) */
 	CT_ROLE_BACKWARD,     /* frames that only run during a backward pass */
+	CT_ROLE_AUTOGRAD,     /* an autograd Function's backward, entered with its ctx as self */
 };
 
 /* Where a frame's display name comes from. */
@@ -57,5 +58,10 @@ int ct_profiles_parse_line(const char *line, struct ct_rule *r, char *err, size_
 const struct ct_rule *ct_profiles_match(const struct ct_profiles *p, const char *qualname,
 					const char *file);
 const char *ct_role_name(uint8_t role);
+/*
+ * The op a collective API of torch (func, in file) dispatches, as PyTorch's CommDebugMode
+ * names it ("c10d_functional.all_reduce", "c10d.allreduce_"), or NULL.
+ */
+const char *ct_profiles_op_name(const char *func, const char *file);
 
 #endif

@@ -84,6 +84,7 @@ struct py_cand {
 	int major, minor;
 	char flags[8];
 	char path[PATH_MAX];
+	struct ct_map first; /* its first mapping: how the file is opened (ct_map_open_path) */
 	int nmaps;
 	uint64_t start[PY_MAX_MAPS], offset[PY_MAX_MAPS];
 };
@@ -114,6 +115,7 @@ static int scan_map(const struct ct_map *m, void *arg)
 		c->minor = minor;
 		snprintf(c->flags, sizeof(c->flags), "%s", flags);
 		snprintf(c->path, sizeof(c->path), "%s", m->path);
+		c->first = *m;
 	}
 	if (c->nmaps < PY_MAX_MAPS) {
 		c->start[c->nmaps] = m->start;
@@ -291,7 +293,7 @@ static int detect(pid_t pid, const struct py_cand *c, struct ct_pyproc *out)
 	};
 	struct ct_sym_found found[3] = {};
 	const struct ct_py_offsets *tab;
-	char fpath[PATH_MAX + 32], err[256];
+	char err[256];
 	struct ct_elf *e;
 	uint64_t ver;
 	int ret;
@@ -299,10 +301,10 @@ static int detect(pid_t pid, const struct py_cand *c, struct ct_pyproc *out)
 	snprintf(out->path, sizeof(out->path), "%s", c->path);
 	out->major = c->major;
 	out->minor = c->minor;
-	ret = ct_proc_target_path(pid, c->path, fpath, sizeof(fpath));
+	ret = ct_map_open_path(pid, &c->first, out->open_path, sizeof(out->open_path));
 	if (ret)
 		return ret;
-	e = ct_elf_open(fpath, err, sizeof(err));
+	e = ct_elf_open(out->open_path, err, sizeof(err));
 	if (!e)
 		return -ENOENT;
 	ct_elf_resolve(e, wants, 3, found);

@@ -24,10 +24,11 @@ struct ct_pyproc {
 	uint64_t runtime_addr;	 /* &_PyRuntime in the target */
 	uint64_t cell_type_addr; /* &PyCell_Type, or 0 */
 	struct ct_py_offsets offsets;
-	bool from_debug;      /* _Py_DebugOffsets were read and applied */
-	int debug_mismatches; /* generated fields the debug offsets corrected (should be 0) */
-	char path[PATH_MAX];  /* the interpreter's file, as the target sees it */
-	char notice[512];     /* why there are no stacks (ct_py_detect() returned -ENOTSUP) */
+	bool from_debug;	  /* _Py_DebugOffsets were read and applied */
+	int debug_mismatches;	  /* generated fields the debug offsets corrected (should be 0) */
+	char path[PATH_MAX];	  /* the interpreter's file, as the target sees it */
+	char open_path[PATH_MAX]; /* how the tracer opens it (ct_map_open_path: map_files) */
+	char notice[512];	  /* why there are no stacks (ct_py_detect() returned -ENOTSUP) */
 };
 
 /*

@@ -25,6 +25,7 @@ _Static_assert(sizeof(struct ct_call_event) <= CT_REC_MAX_EVENT, "CT_REC_MAX_EVE
 _Static_assert(sizeof(struct ct_rec_header) == 32, "ct_rec_header layout");
 _Static_assert(sizeof(struct ct_rec_proc) == 40, "ct_rec_proc layout");
 _Static_assert(sizeof(struct ct_rec_end) == 48 + 8 * CT_REC_MAX_DROPS, "ct_rec_end layout");
+_Static_assert(sizeof(struct ct_rec_pycall) == 40, "ct_rec_pycall layout");
 
 struct ct_record {
 	FILE *f;
@@ -161,6 +162,8 @@ void ct_record_pycall(struct ct_record *r, pid_t pid, const struct ct_tree_call 
 	char *at = r->py + sizeof(h);
 
 	h.helper = put_str(&b, c->helper);
+	h.op = put_str(&b, c->op);
+	h.root_class = put_str(&b, c->root_class);
 	memcpy(r->py, &h, sizeof(h));
 	for (size_t i = 0; i < npath; i++, at += sizeof(struct ct_rec_pynode)) {
 		const struct ct_tree_frame *t = &c->path[i];

@@ -92,6 +92,8 @@ static bool parse_pycall(const char *buf, size_t len, const struct ct_call_event
 	strs = buf + head;
 	memset(rp, 0, sizeof(*rp));
 	rp->c.helper = get_str(strs, len - head, h.helper, &bad);
+	rp->c.op = get_str(strs, len - head, h.op, &bad);
+	rp->c.root_class = get_str(strs, len - head, h.root_class, &bad);
 	rp->c.phase = h.phase;
 	rp->c.truncated = h.truncated != 0;
 	rp->c.path = rp->path;
@@ -320,6 +322,7 @@ int ct_replay_file(struct ct_session *s, FILE *f, struct ct_replay_stats *st, ch
 		s->events++;
 		switch (hdr->type) {
 		case CT_EV_CALL: {
+			const struct ct_func *fn;
 			bool py = false;
 
 			if (!ct_rec_call_ok(&buf->call, fr.len))
@@ -329,7 +332,9 @@ int ct_replay_file(struct ct_session *s, FILE *f, struct ct_replay_stats *st, ch
 			 * of it follows the record (CT_REC_PYCALL), or the call is replayed
 			 * without it.
 			 */
-			if (buf->call.py.nframes) {
+			fn = ct_catalog_func(buf->call.hdr.probe_id, NULL);
+			/* an autograd ctx's stack was resolved into its module, not recorded */
+			if (buf->call.py.nframes && fn && fn->kind != CT_K_AUTOGRAD_CTX) {
 				py = next_pycall(f, buf->next, &buf->call, &buf->py, st);
 				if (py) {
 					st->stacks_replayed++;

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "target/proc.h"
 
@@ -163,6 +165,59 @@ int ct_proc_target_path(pid_t pid, const char *path, char *out, size_t outlen)
 	if (n < 0)
 		return -EINVAL;
 	return (size_t)n < outlen ? 0 : -ENAMETOOLONG;
+}
+
+static bool same_file(const char *path, const struct ct_map *m)
+{
+	struct stat st;
+
+	return !stat(path, &st) && st.st_ino == m->inode && major(st.st_dev) == m->dev_major &&
+	       minor(st.st_dev) == m->dev_minor;
+}
+
+int ct_map_candidate_path(pid_t pid, const struct ct_map *m, char *out, size_t outlen)
+{
+	char alt[PATH_MAX + 32];
+	int rc;
+
+	if (!m->path[0] || m->path[0] != '/' || !outlen)
+		return -EINVAL;
+	/* A mount namespace: the target's own view, through its root. */
+	rc = ct_proc_target_path(pid, m->path, alt, sizeof(alt));
+	if (!rc && same_file(alt, m))
+		return snprintf(out, outlen, "%s", alt) < (int)outlen ? 0 : -ENAMETOOLONG;
+	/* A chroot: the kernel names the file as the reader sees it. */
+	if (same_file(m->path, m))
+		return snprintf(out, outlen, "%s", m->path) < (int)outlen ? 0 : -ENAMETOOLONG;
+	return -ENOENT;
+}
+
+int ct_map_open_path(pid_t pid, const struct ct_map *m, char *out, size_t outlen)
+{
+	int n;
+
+	if (pid <= 0 || !out || !outlen)
+		return -EINVAL;
+	n = snprintf(out, outlen, "/proc/%d/map_files/%llx-%llx", (int)pid,
+		     (unsigned long long)m->start, (unsigned long long)m->end);
+	if (n < 0 || (size_t)n >= outlen)
+		return -ENAMETOOLONG;
+	if (!access(out, R_OK))
+		return 0;
+	if (errno == ENOENT && !ct_proc_alive(pid))
+		return -ESRCH;
+	return ct_map_candidate_path(pid, m, out, outlen);
+}
+
+int ct_proc_file_path(pid_t pid, const char *path, char *out, size_t outlen)
+{
+	int rc = ct_proc_target_path(pid, path, out, outlen);
+
+	if (rc || !access(out, R_OK))
+		return rc;
+	if (!access(path, R_OK)) /* a chroot: the path of a mapped file as the reader sees it */
+		return snprintf(out, outlen, "%s", path) < (int)outlen ? 0 : -ENAMETOOLONG;
+	return -ENOENT;
 }
 
 /*

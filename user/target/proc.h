@@ -31,10 +31,32 @@ typedef int (*ct_map_cb)(const struct ct_map *m, void *ctx);
 int ct_maps_foreach(pid_t pid, ct_map_cb cb, void *ctx);
 
 /*
- * The path through which this process can open a file the target maps:
- * "/proc/PID/root" + path (works across mount namespaces, containers included).
+ * "/proc/PID/root" + path: a file of the target's own view of the file system (its mount
+ * namespace, container). For a mapped file use ct_map_open_path().
  */
 int ct_proc_target_path(pid_t pid, const char *path, char *out, size_t outlen);
+
+/*
+ * A path that opens the file of mapping m of process pid whatever the process' root is
+ * (chroot, mount namespace, overlay container) and even when the file was replaced or
+ * removed since it was mapped: /proc/PID/map_files/START-END, which the kernel resolves to
+ * the mapped inode (it needs CAP_SYS_ADMIN). Where that cannot be read, the candidate whose
+ * device and inode are the mapping's (ct_map_candidate_path). 0; -ESRCH when the process is
+ * gone; -ENOENT when no candidate is the mapped file (never a guess).
+ */
+int ct_map_open_path(pid_t pid, const struct ct_map *m, char *out, size_t outlen);
+/*
+ * Of "/proc/PID/root" + m->path (a mount namespace) and m->path itself (a chroot: the kernel
+ * names the files of a chrooted process as the reader sees them), the one whose device and
+ * inode are the mapping's. 0, or -ENOENT.
+ */
+int ct_map_candidate_path(pid_t pid, const struct ct_map *m, char *out, size_t outlen);
+/*
+ * A file the target has but does not map (torch's version.py beside its mapped _C.so):
+ * through its root when it is there, else the path as given (a chroot's files as the
+ * reader sees them). 0, or -ENOENT.
+ */
+int ct_proc_file_path(pid_t pid, const char *path, char *out, size_t outlen);
 
 /*
  * Value of an environment variable of the target (/proc/PID/environ). 0, or -ENOENT;

@@ -1,0 +1,159 @@
+# SPDX-License-Identifier: MIT
+"""Tensor-parallel models on real PyTorch 2.x DTensor, forward and backward, for comparing
+commtrace with PyTorch's own CommDebugMode on the same job (tests/integration/test_torch2.py).
+
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=... WORLD_SIZE=2 RANK=r USE_LIBUV=0 \
+        python3 tp_models.py --model M [--steps N] [--debug-mode] [--wait-file P] [--expect F]
+
+Models (--model):
+  mlp             seed 000's MLP through parallelize_module: ColwiseParallel fc1,
+                  RowwiseParallel fc2; the input requires grad, so the backward all-reduces
+                  the input's gradient (fc1's ColwiseParallel input)
+  mlp_list        a ModuleList of two such blocks, called in a loop by the root
+  transformer     PyTorch's own test Transformer (torch.testing._internal...common_dtensor)
+                  through Transformer.parallelize, without sequence parallelism
+  transformer_sp  the same with sequence parallelism
+On CPU the Transformer runs with local_output_for_attn=True: 2.6's CPU SDPA kernels have no
+DTensor sharding strategy.
+
+--debug-mode runs each step under torch.distributed.tensor.debug.CommDebugMode, one step per
+`with` (2.6 raises IndexError when one module is called twice inside one, PyTorch issue
+191392), and writes its counts to the ledger: comm_module_counts summed over the steps, as
+{module FQN: {"forward"|"backward": {op: n}}}, and get_comm_counts() by op. Without it the
+steps run bare, as they would under commtrace. The ledger (F.RANK) also holds the loop's
+wall time and get_sharding_info() when asked for (--sharding).
+"""
+import argparse
+import datetime
+import json
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                               parallelize_module)
+
+
+class MLP(nn.Module):
+    def __init__(self, dim=16, hidden=32):
+        super().__init__()
+        self.fc1 = nn.Linear(dim, hidden)
+        self.fc2 = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.fc1(x)))
+
+
+class MLPList(nn.Module):
+    def __init__(self, n=2):
+        super().__init__()
+        self.blocks = nn.ModuleList(MLP() for _ in range(n))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+MLP_PLAN = {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()}
+
+
+def build(name, mesh):
+    """The model, parallelized, and a function making one step's input."""
+    if name == "mlp":
+        model = parallelize_module(MLP(), mesh, MLP_PLAN)
+        return model, lambda: torch.randn(4, 16, requires_grad=True)
+    if name == "mlp_list":
+        model = MLPList()
+        for block in model.blocks:
+            parallelize_module(block, mesh, MLP_PLAN)
+        return model, lambda: torch.randn(4, 16, requires_grad=True)
+    from torch.testing._internal.distributed._tensor.common_dtensor import (ModelArgs,
+                                                                            Transformer)
+    args = ModelArgs(dropout_p=0.0)
+    model = Transformer.parallelize(Transformer(args), mesh,
+                                    use_seq_parallel=name == "transformer_sp",
+                                    local_output_for_attn=True)
+    return model, lambda: torch.randint(args.vocab_size, (8, args.max_seq_len))
+
+
+def step(model, make_input):
+    out = model(make_input())
+    loss = out.to_local().sum() if hasattr(out, "to_local") else out.sum()
+    loss.backward()
+
+
+def add_counts(total, mode):
+    for fqn, phases in mode.comm_module_counts.items():
+        for phase in ("forward", "backward"):
+            for op, n in phases.get(phase, {}).items():
+                d = total.setdefault(fqn, {}).setdefault(phase, {})
+                d[str(op)] = d.get(str(op), 0) + n
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="mlp",
+                    choices=["mlp", "mlp_list", "transformer", "transformer_sp"])
+    ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--debug-mode", action="store_true")
+    ap.add_argument("--sharding", action="store_true")
+    ap.add_argument("--print-table", action="store_true",
+                    help="with --debug-mode: rank 0 prints CommDebugMode's tracing table "
+                         "(noise level 2) of the last step")
+    ap.add_argument("--wait-file")
+    ap.add_argument("--expect")
+    ap.add_argument("--linger", type=float, default=0)
+    a = ap.parse_args()
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    # A rank that hangs (a peer gone, a rendezvous lost) fails in 90 s with the reason,
+    # rather than holding the test until its own timeout.
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=90))
+    mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("tp",))
+    torch.manual_seed(0)
+    model, make_input = build(a.model, mesh)
+    if a.wait_file:
+        with open(f"{a.wait_file}.pid.{rank}", "w") as f:
+            f.write(f"{os.getpid()}\n")
+        while not os.path.exists(a.wait_file):
+            time.sleep(0.02)
+    ledger = {"rank": rank, "model": a.model, "steps": a.steps}
+    t0 = time.perf_counter()
+    if a.debug_mode:
+        from torch.distributed.tensor.debug import CommDebugMode
+        counts, comm = {}, {}
+        for _ in range(a.steps):
+            with CommDebugMode() as mode:
+                step(model, make_input)
+            add_counts(counts, mode)
+            if a.print_table and rank == 0:
+                table = mode.generate_comm_debug_tracing_table(noise_level=2)
+            for op, n in mode.get_comm_counts().items():
+                comm[str(op)] = comm.get(str(op), 0) + n
+        if a.print_table and rank == 0:
+            print(table, flush=True)
+        ledger.update(comm_module_counts=counts, comm_counts=comm,
+                      counted_by="CommDebugMode, one step per with")
+        if a.sharding:
+            with CommDebugMode() as mode:
+                model(make_input())
+            ledger["sharding_info"] = {
+                fqn: {k: str(v) for k, v in info.items()}
+                for fqn, info in mode.get_sharding_info().items()}
+    else:
+        for _ in range(a.steps):
+            step(model, make_input)
+    ledger["loop_seconds"] = time.perf_counter() - t0
+    time.sleep(a.linger)
+    if a.expect:
+        with open(f"{a.expect}.{rank}", "w") as f:
+            json.dump(ledger, f)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
