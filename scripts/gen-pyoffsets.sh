@@ -73,6 +73,7 @@ cat >"$TMP/probe.c" <<'PROBE'
 #include <stdio.h>
 #include <string.h>
 #include <frameobject.h>
+#include <structmember.h>
 #if PY_VERSION_HEX < 0x030b0000
 #include <longintrepr.h>
 #endif
@@ -149,6 +150,13 @@ static int obj_offsets(void)
 	O("type_dictoffset", offsetof(PyTypeObject, tp_dictoffset));
 	O("type_base", offsetof(PyTypeObject, tp_base));
 	O("ht_cached_keys", offsetof(PyHeapTypeObject, ht_cached_keys));
+	/* __slots__ attributes (DTensor's _spec): member descriptors in the types' dicts. */
+	O("type_dict", offsetof(PyTypeObject, tp_dict));
+	O("type_mro", offsetof(PyTypeObject, tp_mro));
+	O("descr_member", offsetof(PyMemberDescrObject, d_member));
+	O("memberdef_type", offsetof(PyMemberDef, type));
+	O("memberdef_offset", offsetof(PyMemberDef, offset));
+	O("member_object_ex", T_OBJECT_EX);
 	O("tpflags_dict_subclass", Py_TPFLAGS_DICT_SUBCLASS);
 	O("tpflags_type_subclass", Py_TPFLAGS_TYPE_SUBCLASS);
 	O("tpflags_tuple_subclass", Py_TPFLAGS_TUPLE_SUBCLASS);

@@ -13,7 +13,7 @@ pkgs=(python3-torch python3-numpy python3-setuptools libtorch-dev g++ procps)
 want="trixie ${pkgs[*]}"
 
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-	echo "torch2-root: $dir is ready ($(chroot "$dir" python3 -c 'import torch,sys; print("torch", torch.__version__, "python", sys.version.split()[0])' 2>/dev/null || echo 'torch not importable'))"
+	echo "torch2-root: $dir is ready"
 	exit 0
 fi
 [ "$(id -u)" = 0 ] || { echo "torch2-root: must run as root (debootstrap, chroot)" >&2; exit 1; }
@@ -43,4 +43,4 @@ rm -rf "$dir"
 mv "$tmp" "$dir"
 echo "$want" > "$stamp"
 rm -f "$tmp.log"
-echo "torch2-root: $dir ready in $(($(date +%s) - t0)) s ($(chroot "$dir" python3 -c 'import torch,sys; print("torch", torch.__version__, "python", sys.version.split()[0])'))"
+echo "torch2-root: $dir ready in $(($(date +%s) - t0)) s ($(chroot "$dir" python3 -c 'import torch,sys; print("torch", torch.__version__, "python", sys.version.split()[0])' 2>/dev/null))"

@@ -133,3 +133,30 @@ def test_transformer_tree_shape(bpf, torch2_root, reaper, start_tracer, tmp_path
     bwd = roots[1]
     assert bwd["phase"] == "backward"
     assert [c["module_fqn"] for c in bwd["children"]][:3] == ["output", "layers.1", "layers.0"]
+
+
+@pytest.mark.parametrize("model", ["mlp", "transformer"])
+def test_sharding_matches_commdebugmode(bpf, torch2_root, reaper, start_tracer, tmp_path, work,
+                                        model):
+    """--sharding on torch 2.x: every DTensor parameter with its placements (read from
+    DTensor's _spec slot) as CommDebugMode's get_sharding_info() has them, its global
+    shape, and its local shard's shape (the _local_tensor slot)."""
+    ref = oracle(reaper, torch2_root, work, model, "--sharding")
+    js = traced(reaper, torch2_root, start_tracer, tmp_path, work, model, "--sharding")
+    for r in (0, 1):
+        proc = next(p for p in js["processes"] if p["rank"] == r)
+        cd = proc["comm_debug"]
+        root = next(iter(cd["comm_module_counts"].keys() - {"Global"}
+                         - {k for k in cd["comm_module_counts"] if "." in k}))
+        ours = {f"{root}.{fqn}": pl for fqn, pl in cd["sharding_info"].items()}
+        assert ours == ref[r]["sharding_info"] and ours, (ours, ref[r]["sharding_info"])
+        for fqn, info in cd["parameter_info"].items():
+            pl = cd["sharding_info"].get(fqn)
+            if pl is None:
+                continue
+            assert info["type"] == "DTensor" and info["dtype"] == "torch.float32", info
+            want = list(info["shape"])
+            if pl.startswith("(Shard(dim="):
+                d = int(pl[len("(Shard(dim="):].split(")")[0])
+                want[d] //= 2
+            assert info["local_shape"] == want, (fqn, info, pl)

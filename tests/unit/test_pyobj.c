@@ -509,7 +509,8 @@ struct expect_param {
 	const char *placements;
 };
 
-/* Parameters of a live torch 1.13 model read from outside, in named_parameters() order. */
+/* Parameters of a live torch 1.13 model read from outside, in named_parameters() order (a
+ * tied weight under each of its modules). */
 TEST(pyobj_torch_params)
 {
 	/* clang-format off */
@@ -524,6 +525,9 @@ TEST(pyobj_torch_params)
 		{"layers.1.mlp.0.weight", "Parameter", "torch.float32", 2, {6, 4}, ""},
 		{"layers.1.mlp.0.bias", "Parameter", "torch.float32", 1, {6}, ""},
 		{"layers.1.mlp.2.weight", "Parameter", "torch.float32", 2, {4, 6}, ""},
+		/* tied to emb.weight: listed under each module that holds it, as CommDebugMode's
+		 * get_sharding_info() does (named_parameters() would list it once) */
+		{"head.weight", "Parameter", "torch.float32", 2, {10, 4}, ""},
 		{"head.bias", "Parameter", "torch.bfloat16", 1, {10}, "(Shard(dim=0),)"},
 	};
 	/* clang-format on */

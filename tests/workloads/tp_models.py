@@ -141,9 +141,8 @@ def main():
         if a.sharding:
             with CommDebugMode() as mode:
                 model(make_input())
-            ledger["sharding_info"] = {
-                fqn: {k: str(v) for k, v in info.items()}
-                for fqn, info in mode.get_sharding_info().items()}
+            ledger["sharding_info"] = {fqn: str(placements) for fqn, placements
+                                       in mode.get_sharding_info().items()}
     else:
         for _ in range(a.steps):
             step(model, make_input)

@@ -205,6 +205,12 @@ static void add_params(cJSON *o, const struct ct_proc *p)
 		} else {
 			cJSON_AddNullToObject(e, "shape");
 		}
+		if (pa->local_ndim >= 0) {
+			shape = cJSON_CreateArray();
+			for (int d = 0; d < pa->local_ndim; d++)
+				cJSON_AddItemToArray(shape, u64((uint64_t)pa->local_shape[d]));
+			cJSON_AddItemToObject(e, "local_shape", shape);
+		}
 		cJSON_AddItemToObject(info, pa->fqn, e);
 		if (pa->placements[0])
 			cJSON_AddStringToObject(sharding, pa->fqn, pa->placements);

@@ -115,7 +115,11 @@ static void walk(const struct ct_tree *t, int32_t i, int noise, FILE *out)
 	}
 }
 
-/* --sharding: "# parameter fc1.weight Parameter torch.float32 [16, 16] (Shard(dim=0),)". */
+/*
+ * --sharding: "# parameter fc1.weight Parameter torch.float32 [16, 16] (Shard(dim=0),)"; a
+ * torch 2.x DTensor adds its local shard's shape: "DTensor torch.float32 [32, 16] local
+ * [16, 16] (Shard(dim=0),)".
+ */
 static void params_lines(const struct ct_proc *p, FILE *out)
 {
 	const struct ct_params *ps = p->params;
@@ -130,11 +134,16 @@ static void params_lines(const struct ct_proc *p, FILE *out)
 	for (uint32_t i = 0; i < ps->n; i++) {
 		const struct ct_param *pa = &ps->v[i];
 
-		char shape[CT_PARAM_DIMS_MAX * 24];
+		char shape[CT_PARAM_DIMS_MAX * 24], local[CT_PARAM_DIMS_MAX * 24 + 8] = "";
 
 		ct_shape_format(shape, sizeof(shape), pa->shape, pa->ndim);
-		fprintf(out, "# parameter %s %s %s %s%s%s\n", pa->fqn, pa->type,
-			pa->dtype ? pa->dtype : "?", pa->ndim < 0 ? "?" : shape,
+		if (pa->local_ndim >= 0) {
+			strcpy(local, " local ");
+			ct_shape_format(local + 7, sizeof(local) - 7, pa->local_shape,
+					pa->local_ndim);
+		}
+		fprintf(out, "# parameter %s %s %s %s%s%s%s\n", pa->fqn, pa->type,
+			pa->dtype ? pa->dtype : "?", pa->ndim < 0 ? "?" : shape, local,
 			pa->placements[0] ? " " : "", pa->placements);
 	}
 	if (ps->dropped)

@@ -351,6 +351,50 @@ static int instance_attrs(pid_t pid, const struct ct_py_objoffsets *oo,
 	return dict_view(pid, oo, o, slot, v);
 }
 
+/*
+ * A __slots__ attribute (DTensor keeps _local_tensor and _spec so): a member descriptor of
+ * that name in the dict of a type of the object's MRO, whose PyMemberDef gives the offset
+ * of the PyObject * in the object. A type no later than 16 deep in the MRO.
+ */
+#define SLOT_MRO_MAX 16
+
+static int slot_attr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		     uint64_t obj, struct dict_match *m, uint64_t *value)
+{
+	uint64_t type, mro, types[SLOT_MRO_MAX], dict, def, off;
+	char tn[32];
+	size_t n = 0;
+	int32_t kind;
+	int err;
+
+	if (!oo->type_dict || !oo->descr_member)
+		return -ENOENT;
+	err = rd64(pid, obj + o->object_type, &type);
+	if (!err)
+		err = rd64(pid, type + oo->type_mro, &mro);
+	if (!err)
+		err = ct_py_tuple_items(pid, oo, o, mro, types, SLOT_MRO_MAX, &n);
+	for (size_t i = 0; !err && i < n; i++) {
+		struct dict_view v;
+
+		m->found_value = 0;
+		if (rd64(pid, types[i] + oo->type_dict, &dict) || !dict ||
+		    dict_view(pid, oo, o, dict, &v) || dict_scan(pid, o, &v, m))
+			continue;
+		/* A member descriptor, holding an object (not a property, not an int slot). */
+		if (ct_py_read_type_name(pid, o, m->found_value, tn, sizeof(tn)) ||
+		    strcmp(tn, "member_descriptor") ||
+		    rd64(pid, m->found_value + oo->descr_member, &def) || !def ||
+		    ct_py_read_mem(pid, def + oo->memberdef_type, &kind, sizeof(kind)) ||
+		    kind != (int32_t)oo->member_object_ex ||
+		    rd64(pid, def + oo->memberdef_offset, &off) || off > (1u << 16))
+			return -ENOENT;
+		err = rd64(pid, obj + off, value);
+		return err ? err : *value ? 0 : -ENOENT;
+	}
+	return err ? err : -ENOENT;
+}
+
 int ct_py_getattr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
 		  uint64_t obj, const char *name, uint64_t *value)
 {
@@ -370,9 +414,11 @@ int ct_py_getattr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_
 	err = instance_attrs(pid, oo, o, obj, &v);
 	if (!err)
 		err = dict_scan(pid, o, &v, &m);
-	if (!err)
+	if (!err) {
 		*value = m.found_value;
-	return err;
+		return 0;
+	}
+	return err == -ESRCH ? err : slot_attr(pid, oo, o, obj, &m, value);
 }
 
 int ct_py_dict_key_of(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,

@@ -256,7 +256,7 @@ struct walk {
 	int depth;
 };
 
-/* Mark addr visited: true if it was already (a shared module, a tied weight, a cycle). */
+/* Mark addr visited: true if it was already (a module shared or in a cycle). */
 static bool seen_before(struct walk *w, uint64_t addr)
 {
 	uint64_t h = (addr >> 4) * 0x9e3779b97f4a7c15ULL;
@@ -526,10 +526,13 @@ static int on_param(void *ctx, uint64_t key, uint64_t value)
 	struct walk *w = ctx;
 	char name[CT_PARAM_FQN_MAX];
 	struct ct_param *p;
+	uint64_t local;
 	int n;
 
-	/* register_parameter(name, None) leaves a None. */
-	if (key_name(w, key, name, sizeof(name)) || is_none(w, value) || seen_before(w, value))
+	/* register_parameter(name, None) leaves a None. A tied weight (output.weight is
+	 * tok_embeddings.weight) is listed under each module that holds it, as CommDebugMode's
+	 * get_sharding_info() lists it. */
+	if (key_name(w, key, name, sizeof(name)) || is_none(w, value))
 		return 0;
 	p = param_slot(w);
 	if (!p)
@@ -546,6 +549,15 @@ static int on_param(void *ctx, uint64_t key, uint64_t value)
 		snprintf(p->type, sizeof(p->type), "?");
 	tensor_meta(w, value, p);
 	placements(w, value, p->placements, sizeof(p->placements));
+	/* A torch 2.x DTensor: the shape above is the global one, this rank holds a shard. */
+	p->local_ndim = -1;
+	if (!ct_py_getattr(w->pid, w->oo, w->o, value, "_local_tensor", &local)) {
+		struct ct_param lp = {.ndim = -1};
+
+		tensor_meta(w, local, &lp);
+		p->local_ndim = lp.ndim;
+		memcpy(p->local_shape, lp.shape, sizeof(p->local_shape));
+	}
 	return 0;
 }
 

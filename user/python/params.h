@@ -35,6 +35,8 @@ struct ct_param {
 	const char *dtype;	      /* "torch.float32"; NULL when unknown */
 	int ndim;		      /* -1: shape unknown */
 	int64_t shape[CT_PARAM_DIMS_MAX];
+	int local_ndim; /* a DTensor's local shard (its _local_tensor): -1 when it has none */
+	int64_t local_shape[CT_PARAM_DIMS_MAX];
 	char placements[CT_PARAM_PLACE_MAX]; /* "(Shard(dim=0),)"; "" when it has none */
 };
 
