@@ -90,6 +90,22 @@ static void diag_call(struct ct_session *s, const struct ct_call *k)
 }
 
 /*
+ * The helper's tensor is read from user space, a few ms after the call: it may have been
+ * freed since (a redistribution's temporary). Its shape is kept only if it has the element
+ * count the library call itself was given.
+ */
+static bool shape_is_arg(const struct ct_tree_call *c, const struct ct_call *k)
+{
+	uint64_t numel = 1;
+
+	if (!k->fn->sent.on || k->fn->sent.count != CT_V_COUNT)
+		return false;
+	for (int d = 0; d < c->in_ndim; d++)
+		numel *= (uint64_t)c->in_shape[d];
+	return numel == k->ev->val[CT_V_COUNT];
+}
+
+/*
  * An outermost call with a Python stack into the process' tree (and the recording): the
  * stack as the tracer resolves it now, or as it was recorded (replay). Its node, or -1.
  */
@@ -118,6 +134,8 @@ static int32_t tree_call(struct ct_session *s, const struct ct_call *k,
 	c.rank_in_group = (int32_t)ev->val[CT_V_COMM_RANK];
 	c.bytes = k->sent > k->recv ? k->sent : k->recv;
 	c.dtype = k->dtype;
+	if (!recorded && c.in_ndim >= 0 && !shape_is_arg(&c, k))
+		c.in_ndim = -1; /* read after the tensor was freed, or another tensor: unknown */
 	/* --ops: under the call open on the thread; a backward collective under the module
 	 * path of its forward instead (no module is open in the backward). */
 	c.under_open = k->p->ops != NULL && !attributed;

@@ -222,6 +222,35 @@ static int update_pyproc(struct ct_session *s, struct ct_proc *p, const struct c
 											  : 0;
 }
 
+/* torch's tensor layout in p, for user-space reads, looked up until torch is loaded. */
+static const struct ct_torch_layout *tensor_layout(struct ct_proc *p)
+{
+	char version[32];
+
+	if (p->tensor_layout || p->tensor_layout_tries >= 8)
+		return p->tensor_layout;
+	p->tensor_layout_tries++;
+	ct_torch_version(p->pid, version, sizeof(version));
+	p->tensor_layout = ct_torch_layout_for(version);
+	return p->tensor_layout;
+}
+
+/* Seed 000's input_shape: of the helper's tensor argument, read now (it is alive: the
+ * collective that uses it is running or just ran). */
+static void helper_shape(struct ct_proc *p, uint64_t arg, struct ct_tree_call *c)
+{
+	int64_t shape[CT_PARAM_DIMS_MAX];
+	uint16_t dtype;
+	int ndim;
+
+	c->in_ndim = -1;
+	if (!arg || ct_tensor_read(p->pid, tensor_layout(p), arg, &dtype, &ndim, shape) ||
+	    ndim < 0 || ndim > CT_VALUE_DIMS)
+		return;
+	c->in_ndim = (int8_t)ndim;
+	memcpy(c->in_shape, shape, (size_t)ndim * sizeof(shape[0]));
+}
+
 /*
  * --ops: before BPF describes an op's arguments, tell it torch's tensor layout if torch is
  * loaded now (looked up until it is: ops of a framework without torch get types only).
@@ -458,6 +487,7 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 	int npath = 0, nstack = 0, n = ev->py.nframes;
 	bool backward = false, attributed = false, unattributed = false;
 	const char *op = NULL;
+	uint64_t helper_arg = 0;
 
 	memset(out, 0, sizeof(*out));
 	path = out->path;
@@ -523,8 +553,11 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 			break;
 		}
 		case CT_ROLE_HELPER:
-			if (!helper)
+			if (!helper) {
 				helper = frame_name(r, f);
+				helper_arg =
+				    raw->self; /* its first argument: the tensor, usually */
+			}
 			break;
 		case CT_ROLE_MODULE:
 		case CT_ROLE_OP:
@@ -581,6 +614,7 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 	out->attributed = attributed;
 	c->helper = helper;
 	c->op = op;
+	helper_shape(p, helper_arg, c);
 	c->root_class = npath && path[0].type == CT_NODE_MODULE ? p->root_class : NULL;
 	c->phase = backward ? CT_PHASE_BACKWARD : CT_PHASE_FORWARD;
 	c->truncated = ev->py.flags & CT_PYS_TRUNCATED;

@@ -91,6 +91,9 @@ struct ct_proc {
 	bool py_checked, has_python;
 	/* --ops: torch's tensor layout in this process, once BPF was told it */
 	const struct ct_torch_layout *torch_layout;
+	/* torch's tensor layout for reads from user space (a helper's tensor), or NULL */
+	const struct ct_torch_layout *tensor_layout;
+	int tensor_layout_tries;  /* lookups so far (torch may be imported later) */
 	uint64_t root_module;	  /* the outermost nn.Module seen on a stack (its address) */
 	const char *root_class;	  /* its class name (interned), or NULL */
 	struct ct_params *params; /* --sharding: read at the first root_module, or NULL */

@@ -206,6 +206,8 @@ collective:
 	n->truncated = c->truncated;
 	n->function = c->function;
 	n->op = c->op;
+	n->in_ndim = c->in_ndim;
+	memcpy(n->in_shape, c->in_shape, sizeof(n->in_shape));
 	n->kind = c->kind;
 	n->dtype = c->dtype;
 	n->tid = c->tid;
@@ -268,6 +270,34 @@ size_t ct_shape_format(char *buf, size_t len, const int64_t *shape, int ndim)
 	if (ndim >= 0 && o < len)
 		o += (size_t)snprintf(buf + o, len - o, "%s", ndim ? "]" : "[]");
 	return o < len ? o : len;
+}
+
+size_t ct_shape_tuple_format(char *buf, size_t len, const int64_t *shape, int ndim)
+{
+	size_t off;
+
+	if (!len)
+		return 0;
+	buf[0] = '\0';
+	if (ndim < 0)
+		return 0;
+	/* "[4, 16]" made Python's tuple repr: "(4, 16)", "(4,)", "()" */
+	off = ct_shape_format(buf, len, shape, ndim);
+	if (off >= 2) {
+		buf[0] = '(';
+		buf[off - 1] = ')';
+		if (ndim == 1 && off + 1 < len) {
+			buf[off - 1] = ',';
+			buf[off++] = ')';
+			buf[off] = '\0';
+		}
+	}
+	return off;
+}
+
+bool ct_kind_keeps_shape(const char *kind)
+{
+	return kind && (!strcmp(kind, "all_reduce") || !strcmp(kind, "broadcast"));
 }
 
 void ct_value_format(const struct ct_value *v, char *buf, size_t len)

@@ -49,6 +49,8 @@ struct ct_tree_frame {
 	uint64_t code, self, instr;
 };
 
+#define CT_VALUE_DIMS 6 /* dims of a shape shown (op values, a helper's tensor) */
+
 struct ct_tree_call {
 	uint32_t tid;
 	uint64_t ts;
@@ -56,8 +58,10 @@ struct ct_tree_call {
 	const char *helper;	/* outermost collective API on the stack, or NULL */
 	const char *op;		/* the op it dispatches, as CommDebugMode names it, or NULL */
 	const char *root_class; /* the class of the path's outermost module, or NULL */
-	const char *function;	/* library function */
-	const char *kind;	/* all_reduce, … */
+	int8_t in_ndim;		/* the helper's tensor argument: its dims, -1 when unknown */
+	int64_t in_shape[CT_VALUE_DIMS];
+	const char *function; /* library function */
+	const char *kind;     /* all_reduce, … */
 	uint8_t phase;
 	bool truncated;	    /* the stack was deeper than the walker's limit */
 	bool under_open;    /* --ops: under the thread's open node, path ignored */
@@ -73,7 +77,6 @@ struct ct_tree_call {
 };
 
 /* --ops: one value an op was called with or returned (ct_values). */
-#define CT_VALUE_DIMS	   6
 #define CT_VALUES_MAX	   4
 #define CT_VALUES_TEXT_MAX 512 /* ct_values_format() of any ct_values fits */
 
@@ -109,6 +112,8 @@ struct ct_node {
 	/* collective nodes */
 	const char *function, *kind, *dtype;
 	const char *op; /* CommDebugMode's name of the op (c10d_functional.all_reduce), or NULL */
+	int8_t in_ndim; /* the helper's tensor argument's shape (seed 000's input_shape), -1 */
+	int64_t in_shape[CT_VALUE_DIMS];
 	uint32_t tid;
 	int32_t group_size, rank_in_group;
 	uint64_t ts, duration, bytes;
@@ -165,6 +170,10 @@ int32_t ct_tree_enter(struct ct_tree *t, uint32_t tid, uint8_t type, const char 
 void ct_tree_exit(struct ct_tree *t, uint32_t tid, int32_t node, uint64_t ts);
 /* "[4, 16]" ("[]" for 0 dims, "" for ndim < 0); the length written (cut to len - 1). */
 size_t ct_shape_format(char *buf, size_t len, const int64_t *shape, int ndim);
+/* The same as Python's tuple repr, as seed 000 prints shapes: "(4, 16)", "(4,)", "()". */
+size_t ct_shape_tuple_format(char *buf, size_t len, const int64_t *shape, int ndim);
+/* Whether a collective of this kind returns a tensor of its input's shape (all_reduce). */
+bool ct_kind_keeps_shape(const char *kind);
 /* "DTensor[4, 16]", "float"; and a list: "[DTensor[4, 16], Parameter[16], +1 more]". */
 void ct_value_format(const struct ct_value *v, char *buf, size_t len);
 void ct_values_format(const struct ct_values *vs, char *buf, size_t len);

@@ -84,7 +84,9 @@ struct ct_rec_pycall {
 	__u8 phase;	  /* 0 forward, 1 backward */
 	__u8 truncated;
 	__u16 npath, nstack;
-	__u16 pad[3];
+	__s8 in_ndim; /* the helper's tensor argument: its dims (-1: unknown), its shape */
+	__u8 pad[5];
+	__s64 in_shape[6];
 };
 
 struct ct_rec_pynode {

@@ -132,6 +132,15 @@ static cJSON *record(const struct ct_tree *t, const struct ct_node *n, int depth
 		cJSON_AddStringToObject(o, "function", n->function);
 		if (n->op)
 			cJSON_AddStringToObject(o, "op", n->op);
+		if (n->in_ndim >= 0) {
+			cJSON *sh = cJSON_CreateArray();
+
+			for (int d = 0; d < n->in_ndim; d++)
+				cJSON_AddItemToArray(sh, u64((uint64_t)n->in_shape[d]));
+			cJSON_AddItemToObject(o, "input_shape", sh);
+			if (ct_kind_keeps_shape(n->kind))
+				cJSON_AddItemToObject(o, "output_shape", cJSON_Duplicate(sh, 1));
+		}
 		cJSON_AddStringToObject(o, "kind", n->kind);
 		cJSON_AddItemToObject(o, "bytes", u64(n->bytes));
 		if (n->dtype)

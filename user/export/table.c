@@ -81,17 +81,25 @@ void ct_format_detail(const struct ct_node *n, char *buf, size_t len)
 		snprintf(buf, len, "Redistribute(%s)", n->name);
 		break;
 	default: {
-		char group[32] = "?", dur[32] = "-";
+		char group[32] = "?", dur[32] = "-", shape[128], shapes[300] = "";
 
 		if (n->group_size > 0)
 			snprintf(group, sizeof(group), "%d", n->group_size);
 		if (n->duration)
 			snprintf(dur, sizeof(dur), "%.1fus", n->duration / 1e3);
+		/* seed 000's spelling: the helper's tensor, and what it returns */
+		if (n->in_ndim >= 0) {
+			ct_shape_tuple_format(shape, sizeof(shape), n->in_shape, n->in_ndim);
+			snprintf(shapes, sizeof(shapes), " input_shape=%s%s%s", shape,
+				 ct_kind_keeps_shape(n->kind) ? " output_shape=" : "",
+				 ct_kind_keeps_shape(n->kind) ? shape : "");
+		}
 		snprintf(buf, len,
-			 "Collective(%s) group_size=%s bytes=%llu dtype=%s duration=%s phase=%s "
+			 "Collective(%s) group_size=%s%s bytes=%llu dtype=%s duration=%s phase=%s "
 			 "function=%s%s",
-			 n->name, group, (unsigned long long)n->bytes, n->dtype ? n->dtype : "?",
-			 dur, n->phase == CT_PHASE_BACKWARD ? "backward" : "forward", n->function,
+			 n->name, group, shapes, (unsigned long long)n->bytes,
+			 n->dtype ? n->dtype : "?", dur,
+			 n->phase == CT_PHASE_BACKWARD ? "backward" : "forward", n->function,
 			 n->truncated ? " stack=truncated" : "");
 	}
 	}
@@ -169,7 +177,9 @@ void ct_export_table(struct ct_session *s, FILE *out, int noise)
 		fputc('\n', out);
 		if (s->opts->sharding)
 			params_lines(p, out);
-		fprintf(out, "%-21s%s\n", "Type", "Detail");
+		fprintf(out, "%-21s%s\n%s\n", "Type", "Detail",
+			"--------------------------------------------------------------------------"
+			"------");
 		walk(&p->tree, p->tree.first_root, noise, out);
 		fputc('\n', out);
 	}

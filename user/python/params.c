@@ -384,46 +384,53 @@ const char *ct_torch_dtype_name(uint16_t dtype)
 }
 
 /* dtype and shape from the TensorImpl behind the Python tensor at obj. */
-static void tensor_meta(struct walk *w, uint64_t obj, struct ct_param *p)
+int ct_tensor_read(pid_t pid, const struct ct_torch_layout *l, uint64_t obj, uint16_t *dtype,
+		   int *ndim, int64_t *shape)
 {
-	const struct ct_torch_layout *l = w->tl;
 	uint8_t ti[TI_HDR_MAX];
 	int64_t heap[CT_PARAM_DIMS_MAX];
 	uint64_t impl, heap_addr = 0;
 	uint8_t borrowed;
-	uint16_t dtype;
-	int err, ndim;
+	int err;
 
 	if (!l)
-		return;
-	err = ct_py_read_mem(w->pid, obj + l->thp_borrowed, &borrowed, 1);
+		return -ENOTSUP;
+	err = ct_py_read_mem(pid, obj + l->thp_borrowed, &borrowed, 1);
 	if (!err)
-		err = ct_py_read_mem(w->pid, obj + l->thp_cdata, &impl, sizeof(impl));
+		err = ct_py_read_mem(pid, obj + l->thp_cdata, &impl, sizeof(impl));
 	if (!err && borrowed > 1)
 		err = -EINVAL;
 	if (!err && borrowed) /* a const at::Tensor *: the TensorImpl * is its one field */
-		err = ct_py_read_mem(w->pid, impl, &impl, sizeof(impl));
+		err = ct_py_read_mem(pid, impl, &impl, sizeof(impl));
 	if (!err)
-		err = ct_py_read_mem(w->pid, impl, ti, (size_t)l->ti_dtype + 2);
+		err = ct_py_read_mem(pid, impl, ti, (size_t)l->ti_dtype + 2);
 	if (!err)
-		err = ct_tensor_decode(l, ti, (size_t)l->ti_dtype + 2, NULL, 0, &dtype, &ndim,
-				       p->shape, &heap_addr);
+		err = ct_tensor_decode(l, ti, (size_t)l->ti_dtype + 2, NULL, 0, dtype, ndim, shape,
+				       &heap_addr);
 	if (err == -EAGAIN) {
-		err = ct_py_read_mem(w->pid, heap_addr, heap, (size_t)ndim * sizeof(heap[0]));
+		err = ct_py_read_mem(pid, heap_addr, heap, (size_t)*ndim * sizeof(heap[0]));
 		if (!err)
-			err = ct_tensor_decode(l, ti, (size_t)l->ti_dtype + 2, heap, (size_t)ndim,
-					       &dtype, &ndim, p->shape, &heap_addr);
+			err = ct_tensor_decode(l, ti, (size_t)l->ti_dtype + 2, heap, (size_t)*ndim,
+					       dtype, ndim, shape, &heap_addr);
 	}
 	if (err == -E2BIG) {
 		/* Too many dims to show; the dtype is still good. */
 		err = 0;
-		ndim = -1;
+		*ndim = -1;
 	}
-	if (!err) {
-		p->dtype = ct_torch_dtype_name(dtype);
-		if (!p->dtype)
-			err = -EINVAL;
-	}
+	if (!err && !ct_torch_dtype_name(*dtype))
+		err = -EINVAL;
+	return err;
+}
+
+static void tensor_meta(struct walk *w, uint64_t obj, struct ct_param *p)
+{
+	uint16_t dtype;
+	int ndim, err;
+
+	if (!w->tl)
+		return;
+	err = ct_tensor_read(w->pid, w->tl, obj, &dtype, &ndim, p->shape);
 	if (err) {
 		if (err == -EINVAL)
 			w->out->mismatched++;
@@ -432,6 +439,7 @@ static void tensor_meta(struct walk *w, uint64_t obj, struct ct_param *p)
 		p->dtype = NULL;
 		return;
 	}
+	p->dtype = ct_torch_dtype_name(dtype);
 	p->ndim = ndim;
 }
 

@@ -74,6 +74,13 @@ void ct_params_free(struct ct_params *p);
 
 /* The layout for a torch __version__ ("1.13.0a0"), NULL when not measured. */
 const struct ct_torch_layout *ct_torch_layout_for(const char *version);
+/*
+ * A torch tensor object's dtype and shape (shape: CT_PARAM_DIMS_MAX items), read from its
+ * TensorImpl in process pid with layout l. 0 (*ndim -1: too many dims to show); -EINVAL when
+ * the header does not check (not a tensor, another layout); -ENOTSUP without a layout.
+ */
+int ct_tensor_read(pid_t pid, const struct ct_torch_layout *l, uint64_t obj, uint16_t *dtype,
+		   int *ndim, int64_t *shape);
 
 /* torch's __version__ in process pid ("" when torch is not loaded). */
 void ct_torch_version(pid_t pid, char *buf, size_t len);

@@ -25,7 +25,8 @@ _Static_assert(sizeof(struct ct_call_event) <= CT_REC_MAX_EVENT, "CT_REC_MAX_EVE
 _Static_assert(sizeof(struct ct_rec_header) == 32, "ct_rec_header layout");
 _Static_assert(sizeof(struct ct_rec_proc) == 40, "ct_rec_proc layout");
 _Static_assert(sizeof(struct ct_rec_end) == 48 + 8 * CT_REC_MAX_DROPS, "ct_rec_end layout");
-_Static_assert(sizeof(struct ct_rec_pycall) == 40, "ct_rec_pycall layout");
+_Static_assert(sizeof(struct ct_rec_pycall) == 88, "ct_rec_pycall layout");
+_Static_assert(CT_VALUE_DIMS == 6, "ct_rec_pycall.in_shape holds a tree call's shape");
 
 struct ct_record {
 	FILE *f;
@@ -162,6 +163,8 @@ void ct_record_pycall(struct ct_record *r, pid_t pid, const struct ct_tree_call 
 	char *at = r->py + sizeof(h);
 
 	h.helper = put_str(&b, c->helper);
+	h.in_ndim = c->in_ndim;
+	memcpy(h.in_shape, c->in_shape, sizeof(h.in_shape));
 	h.op = put_str(&b, c->op);
 	h.root_class = put_str(&b, c->root_class);
 	memcpy(r->py, &h, sizeof(h));
