@@ -38,9 +38,11 @@ chroot "$tmp" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-ins
 	"${pkgs[@]}" >>"$tmp.log" 2>&1 || {
 	echo "torch2-root: apt-get in the root failed; its log: $tmp.log" >&2; tail -5 "$tmp.log" >&2; exit 1; }
 chroot "$tmp" apt-get clean
+# With /proc mounted: torch's cpuinfo and UCX complain on stdout without it.
+ver=$(chroot "$tmp" python3 -c 'import torch,sys; print("torch", torch.__version__, "python", sys.version.split()[0])' 2>/dev/null | tail -n 1)
 cleanup
 rm -rf "$dir"
 mv "$tmp" "$dir"
 echo "$want" > "$stamp"
 rm -f "$tmp.log"
-echo "torch2-root: $dir ready in $(($(date +%s) - t0)) s ($(chroot "$dir" python3 -c 'import torch,sys; print("torch", torch.__version__, "python", sys.version.split()[0])' 2>/dev/null))"
+echo "torch2-root: $dir ready in $(($(date +%s) - t0)) s ($ver)"
