@@ -25,8 +25,10 @@ wall time and get_sharding_info() when asked for (--sharding).
 """
 import argparse
 import datetime
+import faulthandler
 import json
 import os
+import sys
 import time
 
 import torch
@@ -142,7 +144,12 @@ def main():
     if a.expect:
         with open(f"{a.expect}.{rank}", "w") as f:
             json.dump(ledger, f)
+    # Teardown can hang in torch 2.x (the autograd engine's threads against the GIL at
+    # interpreter finalization, pytorch/pytorch#190489): a stuck one says where in 60 s.
+    faulthandler.dump_traceback_later(60, exit=True)
     dist.destroy_process_group()
+    sys.stdout.flush()
+    os._exit(0)  # the ledger is written: no interpreter finalization to hang in
 
 
 if __name__ == "__main__":
