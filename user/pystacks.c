@@ -75,6 +75,7 @@ struct ctx_slot {
 
 struct ctx_pending {
 	pid_t pid, tid;
+	bool entered; /* path is the stack of the call in flight */
 	struct ctx_path path;
 	uint64_t open[CTX_OPEN];
 	int nopen;
@@ -85,7 +86,7 @@ struct ct_pystate {
 	struct ct_profiles profiles;
 	struct role_slot roles[ROLE_CACHE];
 	struct name_slot names[NAME_CACHE];
-	uint64_t stacks, frames, symbolize_errors;
+	struct ct_py_counts counts;
 	struct ct_ops_stats ops;
 	struct ct_opvals_cache *vals;			/* --ops: op argument and result types */
 	struct ct_pyframe frames_buf[CT_PY_MAX_FRAMES]; /* one stack, symbolized */
@@ -422,6 +423,7 @@ static const char *module_label(struct ct_pystate *st, struct ct_proc *p, uint64
 	n->obj = self;
 	n->name = cls;
 	n->fallback = tries;
+	st->counts.names_by_class++;
 	return cls;
 }
 
@@ -495,7 +497,7 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 	c = &out->call;
 	if (!st || !p->has_python || !n)
 		return -1;
-	st->stacks++;
+	st->counts.stacks++;
 	ct_py_symbolize_many(st->sym, p->pid, &p->py.offsets, ev->py.frames, n, st->frames_buf,
 			     st->frames_rc);
 	/* Innermost first from BPF; the tree wants the outermost first. */
@@ -506,9 +508,9 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 		const struct role_slot *rs;
 		int rc = st->frames_rc[i];
 
-		st->frames++;
+		st->counts.frames++;
 		if (rc) {
-			st->symbolize_errors++;
+			st->counts.frames_unresolved++;
 			ct_debug("commtrace: pid %d: frame %d code 0x%llx: %s\n", p->pid, i,
 				 (unsigned long long)raw->code, strerror(-rc));
 			continue;
@@ -673,6 +675,7 @@ void ct_py_ctx_enter(struct ct_session *s, struct ct_proc *p, const struct ct_ca
 		pd->nopen = 0; /* the slot changes threads: the other's contexts stay as they are */
 	pd->pid = p->pid;
 	pd->tid = (pid_t)ev->hdr.tid;
+	pd->entered = true;
 	pd->path.n = 0;
 	for (int i = 0; i < r->call.npath && pd->path.n < CTX_MAX_PATH; i++)
 		if (r->path[i].type == CT_NODE_MODULE)
@@ -680,20 +683,10 @@ void ct_py_ctx_enter(struct ct_session *s, struct ct_proc *p, const struct ct_ca
 	free(r);
 }
 
-static bool same_path(const struct ctx_path *q, const struct ctx_path *p)
+/* Whether p's frames begin q's. */
+static bool begins(const struct ctx_path *p, const struct ctx_path *q)
 {
-	if (q->n != p->n)
-		return false;
-	for (int i = 0; i < p->n; i++)
-		if (q->f[i].code != p->f[i].code || q->f[i].self != p->f[i].self)
-			return false;
-	return true;
-}
-
-/* Whether q is p with more frames: a call made inside p's innermost module. */
-static bool extends(const struct ctx_path *q, const struct ctx_path *p)
-{
-	if (q->n <= p->n)
+	if (q->n < p->n)
 		return false;
 	for (int i = 0; i < p->n; i++)
 		if (q->f[i].code != p->f[i].code || q->f[i].self != p->f[i].self)
@@ -718,7 +711,7 @@ static void ctx_children(struct ct_pystate *st, struct ctx_pending *pd, pid_t pi
 
 		if (!cp)
 			continue;
-		if (extends(&pd->path, cp)) {
+		if (pd->path.n > cp->n && begins(cp, &pd->path)) { /* a call inside its module */
 			c = ctx_slot(st, pid, pd->open[i]);
 			if (c->path.n < CTX_MAX_PATH) {
 				c->path.f[c->path.n] = pd->path.f[c->path.n];
@@ -726,7 +719,7 @@ static void ctx_children(struct ct_pystate *st, struct ctx_pending *pd, pid_t pi
 			}
 			continue;
 		}
-		if (same_path(cp, &pd->path))
+		if (pd->path.n == cp->n && begins(cp, &pd->path))
 			pd->open[keep++] = pd->open[i]; /* still in the same module: wait on */
 	}
 	pd->nopen = keep;
@@ -738,8 +731,8 @@ void ct_py_ctx_created(struct ct_session *s, struct ct_proc *p, uint32_t tid, ui
 	struct ctx_pending *pd = st ? ctx_pending(st, p->pid, (pid_t)tid, false) : NULL;
 	struct ctx_slot *c;
 
-	if (!pd)
-		return;
+	if (!pd || !pd->entered)
+		return; /* its entry had no stack (or was lost): no module to give it */
 	ctx_children(st, pd, p->pid);
 	if (ctx) {
 		c = ctx_slot(st, p->pid, ctx);
@@ -761,6 +754,7 @@ void ct_py_ctx_created(struct ct_session *s, struct ct_proc *p, uint32_t tid, ui
 	}
 	/* The path is this call's; the open contexts are the thread's. */
 	pd->path.n = 0;
+	pd->entered = false;
 }
 
 const struct ct_autograd_stats *ct_py_autograd_stats(const struct ct_session *s)
@@ -768,11 +762,9 @@ const struct ct_autograd_stats *ct_py_autograd_stats(const struct ct_session *s)
 	return s->py ? &s->py->autograd : NULL;
 }
 
-void ct_py_stats(const struct ct_session *s, uint64_t *stacks, uint64_t *frames, uint64_t *errors)
+const struct ct_py_counts *ct_py_counts(const struct ct_session *s)
 {
-	*stacks = s->py ? s->py->stacks : 0;
-	*frames = s->py ? s->py->frames : 0;
-	*errors = s->py ? s->py->symbolize_errors : 0;
+	return s->py ? &s->py->counts : NULL;
 }
 
 /* --ops: tell BPF whether to keep sending this code object's calls, and for an op with

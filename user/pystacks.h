@@ -54,6 +54,13 @@ void ct_py_ctx_enter(struct ct_session *s, struct ct_proc *p, const struct ct_ca
 void ct_py_ctx_created(struct ct_session *s, struct ct_proc *p, uint32_t tid, uint64_t ctx);
 const struct ct_autograd_stats *ct_py_autograd_stats(const struct ct_session *s);
 const struct ct_ops_stats *ct_py_ops_stats(const struct ct_session *s);
-void ct_py_stats(const struct ct_session *s, uint64_t *stacks, uint64_t *frames, uint64_t *errors);
+/* What symbolizing Python stacks did and could not do. */
+struct ct_py_counts {
+	uint64_t stacks, frames;
+	uint64_t frames_unresolved; /* code objects unreadable: the process had exited */
+	uint64_t names_by_class;    /* module frames named by their class, not their attribute */
+};
+
+const struct ct_py_counts *ct_py_counts(const struct ct_session *s);
 
 #endif

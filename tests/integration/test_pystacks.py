@@ -55,6 +55,8 @@ def trace_ranks(reaper, start_tracer, tmp_path, script, *args, extra=()):
 def debug_of(js, pid):
     proc = next(p for p in js["processes"] if p["pid"] == pid)
     assert "comm_debug" in proc, f"no call tree for pid {pid}: {proc}"
+    # Every module of these workloads is registered in its parent: none named by class.
+    assert js["drops"]["module_names_by_class"] == 0, js["drops"]
     return proc["comm_debug"]
 
 
@@ -77,7 +79,7 @@ def label(r):
 def test_seed000_mlp_forward_backward(bpf, torch_available, reaper, start_tracer, tmp_path):
     forwards = 3
     js, pids, _ = trace_ranks(reaper, start_tracer, tmp_path, "seed000_mlp.py",
-                              "--forwards", forwards, "--backward")
+                              "--forwards", forwards, "--backward", "--linger", 1)
     for rank, pid in enumerate(pids):
         ledger = json.loads((tmp_path / f"expect.{rank}").read_text())
         dbg = debug_of(js, pid)

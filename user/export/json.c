@@ -421,12 +421,15 @@ int ct_export_json(struct ct_session *s, const char *path)
 	cJSON_AddItemToObject(drops, "processes_over_limit", num((double)s->lost_procs));
 	cJSON_AddItemToObject(drops, "group_size_unknown", u64(s->group_size_unknown));
 	{
-		uint64_t stacks, frames, unresolved;
+		const struct ct_py_counts *c = ct_py_counts(s);
 
-		/* Frames whose code object could not be read (the process had exited). */
-		ct_py_stats(s, &stacks, &frames, &unresolved);
-		cJSON_AddItemToObject(drops, "python_frames_unresolved", u64(unresolved));
-		cJSON_AddItemToObject(root, "python_stacks", u64(stacks));
+		/* Frames whose code object could not be read (the process had exited), and
+		 * modules named by their class (their parent had freed or never held them). */
+		cJSON_AddItemToObject(drops, "python_frames_unresolved",
+				      u64(c ? c->frames_unresolved : 0));
+		cJSON_AddItemToObject(drops, "module_names_by_class",
+				      u64(c ? c->names_by_class : 0));
+		cJSON_AddItemToObject(root, "python_stacks", u64(c ? c->stacks : 0));
 	}
 	if (ct_py_autograd_stats(s) && ct_py_autograd_stats(s)->contexts) {
 		const struct ct_autograd_stats *a = ct_py_autograd_stats(s);
