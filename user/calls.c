@@ -59,6 +59,61 @@ static int pending_slot(struct ct_proc *p, pid_t tid, bool add)
 	return free_slot >= 0 ? free_slot : (int)(tid % CT_TREE_MAX_THREADS);
 }
 
+/* A call's entry: its thread's slot remembers what the return needs. */
+static void pend_call(struct ct_proc *p, const struct ct_call *k)
+{
+	const struct ct_call_event *ev = k->ev;
+	int slot = pending_slot(p, ev->hdr.tid, true), depth = ev->hdr.depth;
+
+	if (p->pending[slot].tid != (pid_t)ev->hdr.tid ||
+	    depth == 0) { /* a new thread, a new call */
+		memset(&p->pending[slot], 0, sizeof(p->pending[slot]));
+		p->pending[slot].node = -1;
+	}
+	p->pending[slot].tid = ev->hdr.tid;
+	if (depth == 0)
+		p->pending[slot].node = k->node;
+	if (depth < CT_MAX_DEPTH) {
+		p->pending[slot].at[depth].probe1 = ev->hdr.probe_id + 1;
+		p->pending[slot].at[depth].group = (int32_t)ev->val[CT_V_COMM_SIZE];
+		p->pending[slot].at[depth].sent = k->sent;
+		p->pending[slot].at[depth].recv = k->recv;
+	}
+}
+
+/* A call's return: its bandwidth (bandwidth.h) and its tree node's duration. */
+static void pend_ret(struct ct_proc *p, struct ct_fstats *st, const struct ct_ret_event *ev)
+{
+	const struct ct_libdesc *d;
+	const struct ct_func *fn = ct_catalog_func(ev->hdr.probe_id, &d);
+	int slot = pending_slot(p, ev->hdr.tid, false), depth = ev->hdr.depth;
+	enum ct_bw_reason why = CT_BW_NO_DURATION; /* its entry was not seen */
+	struct ct_bw bw;
+
+	if (slot < 0)
+		goto out;
+	if (depth < CT_MAX_DEPTH &&
+	    p->pending[slot].at[depth].probe1 == (uint32_t)ev->hdr.probe_id + 1) {
+		struct ct_pending_call *a = &p->pending[slot].at[depth];
+
+		why = ct_bandwidth(d, fn, a->sent, a->recv, a->group, ev->duration, &bw);
+		a->probe1 = 0;
+	}
+	if (depth == 0) {
+		if (p->pending[slot].node >= 0)
+			ct_tree_set_duration(&p->tree, p->pending[slot].node, ev->duration);
+		p->pending[slot].tid = 0;
+	}
+out:
+	if (why == CT_BW_OK) {
+		ct_hist_add(&st->algbw, (uint64_t)bw.algbw);
+		ct_hist_add(&st->busbw, (uint64_t)bw.busbw);
+		st->bwb[ct_bw_bucket((uint64_t)bw.busbw)]++; /* --metrics' histogram */
+	} else {
+		st->bw_none[why]++;
+	}
+}
+
 /* The diagnosis' view of a call (user/diag/diag.h), with its stack from its tree node. */
 static void diag_call(struct ct_session *s, const struct ct_call *k)
 {
@@ -210,16 +265,9 @@ void ct_calls_on_call(struct ct_session *s, const struct ct_call_event *ev,
 		k.op = ct_op_name(p, d, ev->val[CT_V_OP]);
 		ct_fstats_op(st, k.op);
 	}
-	if (ev->hdr.depth == 0 && ev->py.nframes) {
-		int slot;
-
+	if (ev->hdr.depth == 0 && ev->py.nframes)
 		k.node = tree_call(s, &k, recorded);
-		slot = pending_slot(p, ev->hdr.tid, k.node >= 0);
-		if (slot >= 0) {
-			p->pending[slot].tid = k.node >= 0 ? ev->hdr.tid : 0;
-			p->pending[slot].node = k.node;
-		}
-	}
+	pend_call(p, &k);
 	if (!ct_proc_thread_name(p, ev->hdr.tid)) {
 		char name[CT_TASK_COMM_LEN + 1];
 
@@ -253,14 +301,7 @@ void ct_calls_on_ret(struct ct_session *s, const struct ct_ret_event *ev)
 	st->returned++;
 	ct_hist_add(&st->lat, ev->duration);
 	st->dur[ct_dur_bucket(ev->duration)]++; /* --metrics' histogram */
-	if (ev->hdr.depth == 0) {
-		int slot = pending_slot(p, ev->hdr.tid, false);
-
-		if (slot >= 0) {
-			ct_tree_set_duration(&p->tree, p->pending[slot].node, ev->duration);
-			p->pending[slot].tid = 0;
-		}
-	}
+	pend_ret(p, st, ev);
 	ct_diag_ret(s->diag, ev->hdr.pid, ev->hdr.tid, ev->hdr.depth, ev->hdr.ts);
 	if (s->chrome)
 		ct_chrome_ret(s, p, ev);

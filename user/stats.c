@@ -95,18 +95,34 @@ const uint64_t ct_dur_bounds_ns[CT_DUR_BUCKETS] = {
     1000000000ULL, 5000000000ULL, 10000000000ULL, 60000000000ULL,
 };
 
-unsigned int ct_dur_bucket(uint64_t ns)
+/* The first bound >= v (Prometheus' le is inclusive); n past the last. */
+static unsigned int bound_bucket(const uint64_t *bounds, unsigned int n, uint64_t v)
 {
-	unsigned int lo = 0, hi = CT_DUR_BUCKETS;
+	unsigned int lo = 0, hi = n;
 
-	/* The first bound >= ns (Prometheus' le is inclusive). */
 	while (lo < hi) {
 		unsigned int mid = (lo + hi) / 2;
 
-		if (ct_dur_bounds_ns[mid] >= ns)
+		if (bounds[mid] >= v)
 			hi = mid;
 		else
 			lo = mid + 1;
 	}
 	return lo;
+}
+
+unsigned int ct_dur_bucket(uint64_t ns)
+{
+	return bound_bucket(ct_dur_bounds_ns, CT_DUR_BUCKETS, ns);
+}
+
+const uint64_t ct_bw_bounds[CT_BW_BUCKETS] = {
+    1000000ULL,	    10000000ULL,     100000000ULL,    250000000ULL,    500000000ULL,
+    1000000000ULL,  2500000000ULL,   5000000000ULL,   10000000000ULL,  25000000000ULL,
+    50000000000ULL, 100000000000ULL, 200000000000ULL, 400000000000ULL, 800000000000ULL,
+};
+
+unsigned int ct_bw_bucket(uint64_t bytes_per_s)
+{
+	return bound_bucket(ct_bw_bounds, CT_BW_BUCKETS, bytes_per_s);
 }

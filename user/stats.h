@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include "bandwidth.h"
 
 #define CT_HIST_SUB	8
 #define CT_HIST_BUCKETS (64 * CT_HIST_SUB)
@@ -34,6 +35,11 @@ extern const uint64_t ct_dur_bounds_ns[CT_DUR_BUCKETS];
 /* The first bucket whose bound is >= ns, CT_DUR_BUCKETS (+Inf) past the last. */
 unsigned int ct_dur_bucket(uint64_t ns);
 
+/* The same for bus bandwidth, in bytes/s: 1 MB/s to 800 GB/s, the last one +Inf. */
+#define CT_BW_BUCKETS 15
+extern const uint64_t ct_bw_bounds[CT_BW_BUCKETS];
+unsigned int ct_bw_bucket(uint64_t bytes_per_s);
+
 struct ct_fstats {
 	uint64_t calls;	   /* entries seen */
 	uint64_t returned; /* returns seen (calls - returned were in flight or cut off) */
@@ -44,6 +50,9 @@ struct ct_fstats {
 	bool op_mixed;
 	struct ct_hist lat;
 	uint64_t dur[CT_DUR_BUCKETS + 1]; /* completed calls per fixed bucket (not cumulative) */
+	struct ct_hist algbw, busbw;	  /* bytes/s of the calls with a bandwidth */
+	uint64_t bw_none[CT_BW_REASONS];  /* completed calls without one, by reason */
+	uint64_t bwb[CT_BW_BUCKETS + 1];  /* busbw per fixed bucket (not cumulative) */
 };
 
 void ct_fstats_dtype(struct ct_fstats *f, const char *name);

@@ -67,6 +67,13 @@ struct ct_thread_name {
 	char name[16];
 };
 
+/* A call in flight, for its bandwidth at the return. */
+struct ct_pending_call {
+	uint32_t probe1; /* probe id + 1; 0: none */
+	int32_t group;	 /* communicator size, 0: unknown */
+	uint64_t sent, recv;
+};
+
 struct ct_proc {
 	pid_t pid;
 	int rank, world;
@@ -99,10 +106,14 @@ struct ct_proc {
 	struct ct_params *params; /* --sharding: read at the first root_module, or NULL */
 	int params_tries;	  /* reads of params so far */
 	struct ct_pyops *ops;	  /* --ops: its calls in flight per thread, or NULL */
-	/* the tree node of each thread's outermost call in flight, for its duration */
+	/*
+	 * Each thread's calls in flight: the tree node of its outermost one (for its
+	 * duration), and what each depth's call moved (for its bandwidth at the return).
+	 */
 	struct {
 		pid_t tid;
 		int32_t node;
+		struct ct_pending_call at[CT_MAX_DEPTH];
 	} pending[CT_TREE_MAX_THREADS];
 	int n_threads;
 	uint64_t calls;

@@ -135,6 +135,7 @@ def check_against_ledgers(prom, ledgers, bytes_if_nonzero=()):
     recv = series(prom, "commtrace_received_bytes_total")
     hist = series(prom, "commtrace_call_duration_seconds_bucket", ',le="+Inf"')
     inflight = series(prom, "commtrace_in_flight_calls")
+    busbw = series(prom, "commtrace_busbw_bytes_per_second_count")
     problems = []
     for ledger in ledgers:
         r = ledger["rank"]
@@ -149,6 +150,13 @@ def check_against_ledgers(prom, ledgers, bytes_if_nonzero=()):
                                 f"{hist.get(k)}, expected {want['calls']}")
             if inflight.get(k) != 0:
                 problems.append(f"rank {r} {fn}: in flight {inflight.get(k)}, expected 0")
+            # bus bandwidth where the duration times the transfer: blocking calls that move
+            # data on MPI and Gloo (test_bandwidth.py checks the values)
+            timed = (want["library"] in ("mpi", "gloo") and not fn.startswith("MPI_I") and
+                     (want["bytes_sent"] or want["bytes_received"]))
+            if busbw.get(k, 0) != (want["calls"] if timed else 0):
+                problems.append(f"rank {r} {fn}: busbw histogram count {busbw.get(k)}, "
+                                f"expected {want['calls'] if timed else 0}")
             if want["library"] in bytes_if_nonzero and not (sent.get(k) or recv.get(k)):
                 continue
             if sent.get(k) != want["bytes_sent"] or recv.get(k) != want["bytes_received"]:

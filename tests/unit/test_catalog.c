@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <cJSON.h>
+#include "bandwidth.h"
 #include "catalog/catalog.h"
 #include "export/export.h"
 #include "session.h"
@@ -626,4 +627,47 @@ out:
 		free(s.procs[i]->stats);
 		free(s.procs[i]);
 	}
+}
+
+/*
+ * nccl-tests' bandwidth (user/bandwidth.h) on hand-made calls: S and the factor of each
+ * kind, and every reason a call gets none.
+ */
+TEST(bandwidth_formula_and_reasons)
+{
+	const struct ct_func *ar = find(&ct_lib_mpi, "MPI_Allreduce");
+	const struct ct_func *ag = find(&ct_lib_mpi, "MPI_Allgather");
+	const struct ct_func *ga = find(&ct_lib_mpi, "MPI_Gather");
+	const struct ct_func *bc = find(&ct_lib_mpi, "MPI_Bcast");
+	const struct ct_func *iar = find(&ct_lib_mpi, "MPI_Iallreduce");
+	const struct ct_func *bar = find(&ct_lib_mpi, "MPI_Barrier");
+	const struct ct_func *nar = find(&ct_lib_nccl, "ncclAllReduce");
+	struct ct_bw bw;
+
+	if (!ASSERT_TRUE(ar && ag && ga && bc && iar && bar && nar, "functions"))
+		return;
+	/* 1 MiB all-reduce over 4 ranks in 1 ms: algbw 1.048576 GB/s, busbw × 2·3/4 */
+	ASSERT_EQ(ct_bandwidth(&ct_lib_mpi, ar, 1 << 20, 1 << 20, 4, 1000000, &bw), CT_BW_OK,
+		  "all-reduce");
+	ASSERT_TRUE(bw.algbw == 1048576e3 && bw.busbw == 1048576e3 * 1.5, "all-reduce values");
+	/* all-gather: S is what it receives (n parts), busbw × 3/4 */
+	ASSERT_EQ(ct_bandwidth(&ct_lib_mpi, ag, 1000, 4000, 4, 1000, &bw), CT_BW_OK, "all-gather");
+	ASSERT_TRUE(bw.algbw == 4e9 && bw.busbw == 3e9, "all-gather values");
+	/* gather on a non-root rank: its part × n */
+	ASSERT_EQ(ct_bandwidth(&ct_lib_mpi, ga, 1000, 0, 4, 1000, &bw), CT_BW_OK, "gather");
+	ASSERT_TRUE(bw.algbw == 4e9 && bw.busbw == 3e9, "gather values");
+	/* broadcast: factor 1, and no group size needed */
+	ASSERT_EQ(ct_bandwidth(&ct_lib_mpi, bc, 0, 500, 0, 1000, &bw), CT_BW_OK, "broadcast");
+	ASSERT_TRUE(bw.algbw == 5e8 && bw.busbw == 5e8, "broadcast values");
+	ASSERT_EQ(ct_bandwidth(&ct_lib_mpi, ar, 1024, 1024, 0, 1000, &bw), CT_BW_GROUP_UNKNOWN,
+		  "no group size");
+	ASSERT_EQ(ct_bandwidth(&ct_lib_mpi, ar, 1024, 1024, 4, 0, &bw), CT_BW_NO_DURATION,
+		  "zero duration");
+	ASSERT_EQ(ct_bandwidth(&ct_lib_mpi, ar, 0, 0, 4, 1000, &bw), CT_BW_NO_BYTES, "no bytes");
+	ASSERT_EQ(ct_bandwidth(&ct_lib_mpi, bar, 0, 0, 4, 1000, &bw), CT_BW_NO_BYTES, "barrier");
+	ASSERT_EQ(ct_bandwidth(&ct_lib_mpi, iar, 1024, 1024, 4, 1000, &bw), CT_BW_POST, "I-form");
+	ASSERT_EQ(ct_bandwidth(&ct_lib_nccl, nar, 1024, 1024, 4, 1000, &bw), CT_BW_ENQUEUE,
+		  "NCCL enqueue");
+	ASSERT_STREQ(ct_bw_reason_name(CT_BW_ENQUEUE), "enqueue_time", "reason name");
+	ASSERT_TRUE(ct_bw_factor(CT_K_ALLREDUCE, 1) == 0, "one rank moves nothing");
 }

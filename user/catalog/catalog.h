@@ -36,9 +36,10 @@ struct ct_func {
 	const char *name;   /* the name users know: MPI_Allreduce, gloo::allreduce, … */
 	const char *symbol; /* C symbol, or C++ qualified name when cxx */
 	bool cxx;
-	bool optional;	/* absent from some versions: not an error when missing */
-	uint8_t kind;	/* enum ct_kind */
-	uint16_t flags; /* CT_PF_* */
+	bool optional;	  /* absent from some versions: not an error when missing */
+	bool nonblocking; /* returns at the post (MPI's I-forms): no transfer time */
+	uint8_t kind;	  /* enum ct_kind */
+	uint16_t flags;	  /* CT_PF_* */
 	struct ct_loc val[CT_NVAL];
 	struct ct_bytes_rule sent, recv;
 };
@@ -72,7 +73,8 @@ struct ct_libdesc {
 	size_t n_dtype_objects;
 	const struct ct_named_object *op_objects;
 	size_t n_op_objects;
-	const char *times; /* what the durations mean, for the README and the summary */
+	const char *times;   /* what the durations mean, for the README and the summary */
+	bool times_transfer; /* they time the transfer: a bandwidth (bandwidth.h) */
 	/* not a communication library (it helps attribute calls): no statistics, reports
 	 * or "no library" check of its own */
 	bool aux;

@@ -61,5 +61,6 @@ const struct ct_libdesc ct_lib_gloo = {
     .files = gloo_files,
     .funcs = gloo_funcs,
     .n_funcs = ARRAY_LEN(gloo_funcs),
+    .times_transfer = true,
     .times = "execution of the algorithm on a Gloo worker thread",
 };

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include "bandwidth.h"
 #include "calls.h"
 #include "devprof/devprof.h"
 #include "diag/diag.h"
@@ -71,6 +72,22 @@ static bool emit_call(struct ct_chrome *c, struct ct_proc *p, const struct cthre
 		ct_sbuf_printf(&c->b, "null");
 	ct_sbuf_printf(&c->b, ",\"seq\":%llu,\"depth\":%d,\"returned\":%s",
 		       (unsigned long long)pd->seq, depth, returned ? "true" : "false");
+	if (fn->kind >= CT_K_ALLREDUCE && fn->kind <= CT_K_SENDRECV) { /* bandwidth.h, or why not */
+		struct ct_bw bw;
+		enum ct_bw_reason why =
+		    returned ? ct_bandwidth(pd->d, fn, pd->sent, pd->recv,
+					    (int64_t)pd->val[CT_V_COMM_SIZE], end - pd->ts, &bw)
+			     : CT_BW_NO_DURATION;
+
+		if (why == CT_BW_OK)
+			ct_sbuf_printf(&c->b, ",\"algbw_gbs\":%.6g,\"busbw_gbs\":%.6g",
+				       bw.algbw / 1e9, bw.busbw / 1e9);
+		else
+			ct_sbuf_printf(&c->b,
+				       ",\"algbw_gbs\":null,\"busbw_gbs\":null,"
+				       "\"busbw_reason\":\"%s\"",
+				       ct_bw_reason_name(why));
+	}
 	if (ch_comm_ident(c, pd->comm_id, ident, sizeof(ident), &ambiguous)) {
 		ct_sbuf_printf(&c->b, ",\"comm_id\":");
 		ct_sbuf_jstr(&c->b, ident);

@@ -39,6 +39,47 @@ static void add_count(cJSON *counts, const char *name, uint64_t n)
 		cJSON_AddItemToObject(counts, name, num((double)n));
 }
 
+/* {"p50","max"} of a bandwidth histogram (bytes/s), in GB/s as nccl-tests prints it. */
+static cJSON *gbs_obj(const struct ct_hist *h)
+{
+	cJSON *t = cJSON_CreateObject();
+
+	cJSON_AddItemToObject(t, "p50", num((double)ct_hist_quantile(h, 0.5) / 1e9));
+	cJSON_AddItemToObject(t, "max", num((double)h->max / 1e9));
+	return t;
+}
+
+/*
+ * A function's bandwidth (user/bandwidth.h): algbw_gbs and busbw_gbs of the calls that
+ * have one, else null with busbw_reason; calls without one, by reason.
+ */
+static void add_bandwidth(cJSON *c, const struct ct_fstats *st)
+{
+	cJSON *none = cJSON_CreateObject();
+	int top = -1;
+
+	for (int r = 1; r < CT_BW_REASONS; r++) {
+		if (!st->bw_none[r])
+			continue;
+		cJSON_AddItemToObject(none, ct_bw_reason_name(r), u64(st->bw_none[r]));
+		if (top < 0 || st->bw_none[r] > st->bw_none[top])
+			top = r;
+	}
+	if (st->busbw.n) {
+		cJSON_AddItemToObject(c, "algbw_gbs", gbs_obj(&st->algbw));
+		cJSON_AddItemToObject(c, "busbw_gbs", gbs_obj(&st->busbw));
+	} else {
+		cJSON_AddNullToObject(c, "algbw_gbs");
+		cJSON_AddNullToObject(c, "busbw_gbs");
+		if (top > 0)
+			cJSON_AddStringToObject(c, "busbw_reason", ct_bw_reason_name(top));
+		else
+			cJSON_AddStringToObject(c, "busbw_reason", "no_duration");
+	}
+	cJSON_AddItemToObject(c, "bandwidth_calls", u64(st->busbw.n));
+	cJSON_AddItemToObject(c, "bandwidth_missing", none);
+}
+
 static cJSON *time_obj(const struct ct_hist *h)
 {
 	cJSON *t = cJSON_CreateObject();
@@ -372,6 +413,7 @@ static cJSON *proc_obj(struct ct_proc *p, bool sharding, cJSON *all_counts, uint
 					      : st->op	   ? cJSON_CreateString(st->op)
 							   : cJSON_CreateNull());
 		cJSON_AddItemToObject(c, "time_ns", time_obj(&st->lat));
+		add_bandwidth(c, st);
 		cJSON_AddItemToArray(colls, c);
 		add_count(counts, fn->name, st->calls);
 		add_count(all_counts, fn->name, st->calls);

@@ -33,10 +33,26 @@ static const char *fmt_bytes(char *buf, size_t len, uint64_t b)
 	return buf;
 }
 
+/* A bandwidth in bytes/s as nccl-tests prints it (GB/s = 1e9), smaller ones scaled. */
+static const char *fmt_bw(char *buf, size_t len, const struct ct_hist *h)
+{
+	double bw = (double)ct_hist_quantile(h, 0.5);
+
+	if (!h->n)
+		snprintf(buf, len, "-");
+	else if (bw >= 1e9)
+		snprintf(buf, len, "%.2fGB/s", bw / 1e9);
+	else if (bw >= 1e6)
+		snprintf(buf, len, "%.1fMB/s", bw / 1e6);
+	else
+		snprintf(buf, len, "%.1fKB/s", bw / 1e3);
+	return buf;
+}
+
 void ct_export_summary(struct ct_session *s, FILE *out, bool final)
 {
 	uint64_t calls = 0;
-	char a[32], b[32], c[32], d[32], e[32], g[32];
+	char a[32], b[32], c[32], d[32], e[32], g[32], h[32];
 
 	for (int i = 0; i < s->n_procs; i++)
 		calls += s->procs[i]->calls;
@@ -45,8 +61,9 @@ void ct_export_summary(struct ct_session *s, FILE *out, bool final)
 		(unsigned long long)calls, (unsigned long long)ct_session_drops(s));
 	if (!calls)
 		return;
-	fprintf(out, "%-8s %-4s %-5s %-32s %8s %10s %10s %9s %9s %9s %9s\n", "PID", "RANK", "LIB",
-		"FUNCTION", "CALLS", "SENT", "RECEIVED", "MIN", "P50", "P99", "MAX");
+	fprintf(out, "%-8s %-4s %-5s %-32s %8s %10s %10s %9s %9s %9s %9s %10s\n", "PID", "RANK",
+		"LIB", "FUNCTION", "CALLS", "SENT", "RECEIVED", "MIN", "P50", "P99", "MAX",
+		"BUSBW");
 	for (int i = 0; i < s->n_procs; i++) {
 		struct ct_proc *p = s->procs[i];
 		char rank[16];
@@ -62,16 +79,23 @@ void ct_export_summary(struct ct_session *s, FILE *out, bool final)
 				continue;
 			fn = ct_catalog_func(id, &lib);
 			any = st->lat.n > 0;
-			fprintf(out, "%-8d %-4s %-5s %-32s %8llu %10s %10s %9s %9s %9s %9s\n",
+			fprintf(out, "%-8d %-4s %-5s %-32s %8llu %10s %10s %9s %9s %9s %9s %10s\n",
 				p->pid, rank, lib->name, fn->name, (unsigned long long)st->calls,
 				fmt_bytes(a, sizeof(a), st->bytes_sent),
 				fmt_bytes(b, sizeof(b), st->bytes_recv),
 				fmt_ns(c, sizeof(c), st->lat.min, any),
 				fmt_ns(d, sizeof(d), ct_hist_quantile(&st->lat, 0.5), any),
 				fmt_ns(e, sizeof(e), ct_hist_quantile(&st->lat, 0.99), any),
-				fmt_ns(g, sizeof(g), st->lat.max, any));
+				fmt_ns(g, sizeof(g), st->lat.max, any),
+				fmt_bw(h, sizeof(h), &st->busbw));
 		}
 	}
+	if (final)
+		fprintf(
+		    out,
+		    "commtrace: BUSBW: p50 bus bandwidth as nccl-tests defines it; '-' where the "
+		    "durations are not the transfer's (c10d, NCCL, HCCL: enqueue; MPI I-forms: "
+		    "post)\n");
 	if (ct_session_drops(s) || s->drops[CT_DROP_UNPAIRED] || s->drops[CT_DROP_DEPTH])
 		fprintf(out,
 			"commtrace: drops: ring buffer full %llu (returns %llu, process events "

@@ -152,6 +152,7 @@ enum call_metric {
 	M_RECV,
 	M_INFLIGHT,
 	M_DURATION,
+	M_BUSBW,
 	M_MAX,
 };
 
@@ -169,6 +170,15 @@ static const struct {
 		    "Calls entered and not returned, in processes still running."},
     [M_DURATION] = {"commtrace_call_duration_seconds", "histogram",
 		    "Duration of completed calls (README: what the time means per library)."},
+    [M_BUSBW] = {"commtrace_busbw_bytes_per_second", "histogram",
+		 "Bus bandwidth of completed calls as nccl-tests defines it, where the duration "
+		 "times the transfer (Gloo, blocking MPI; not c10d, NCCL, HCCL, MPI I-forms)."},
+};
+
+/* The le label of each bandwidth bucket (bytes/s). */
+static const char *const bw_le[CT_BW_BUCKETS] = {
+    "1e+06", "1e+07",	"1e+08", "2.5e+08", "5e+08", "1e+09", "2.5e+09", "5e+09",
+    "1e+10", "2.5e+10", "5e+10", "1e+11",   "2e+11", "4e+11", "8e+11",
 };
 
 /* The le label of each fixed bucket, as Prometheus' own clients print them. */
@@ -212,6 +222,23 @@ static void render_call(struct ct_sbuf *b, enum call_metric m, const struct ct_p
 		ct_sbuf_printf(b, "} %llu.%09llu\n",
 			       (unsigned long long)(st->lat.total / 1000000000),
 			       (unsigned long long)(st->lat.total % 1000000000));
+		ct_sbuf_printf(b, "%s_count{", name);
+		call_labels(b, p, id);
+		ct_sbuf_printf(b, "} %llu\n", (unsigned long long)cum);
+		return;
+	case M_BUSBW:
+		if (!st->busbw.n)
+			return;
+		for (unsigned int k = 0; k <= CT_BW_BUCKETS; k++) {
+			cum += st->bwb[k];
+			ct_sbuf_printf(b, "%s_bucket{", name);
+			call_labels(b, p, id);
+			label(b, "le", k < CT_BW_BUCKETS ? bw_le[k] : "+Inf", false);
+			ct_sbuf_printf(b, "} %llu\n", (unsigned long long)cum);
+		}
+		ct_sbuf_printf(b, "%s_sum{", name);
+		call_labels(b, p, id);
+		ct_sbuf_printf(b, "} %llu\n", (unsigned long long)st->busbw.total);
 		ct_sbuf_printf(b, "%s_count{", name);
 		call_labels(b, p, id);
 		ct_sbuf_printf(b, "} %llu\n", (unsigned long long)cum);
