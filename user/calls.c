@@ -47,7 +47,7 @@ static int pending_slot(struct ct_proc *p, pid_t tid, bool add)
 {
 	int free_slot = -1;
 
-	for (int i = 0; i < CT_TREE_MAX_THREADS; i++) {
+	for (int i = 0; i < CT_PENDING_THREADS; i++) {
 		if (p->pending[i].tid == tid)
 			return i;
 		if (!p->pending[i].tid && free_slot < 0)
@@ -56,7 +56,7 @@ static int pending_slot(struct ct_proc *p, pid_t tid, bool add)
 	if (!add)
 		return -1;
 	/* More threads in collectives at once than slots: one duration goes unrecorded. */
-	return free_slot >= 0 ? free_slot : (int)(tid % CT_TREE_MAX_THREADS);
+	return free_slot >= 0 ? free_slot : (int)(tid % CT_PENDING_THREADS);
 }
 
 /* A call's entry: its thread's slot remembers what the return needs. */

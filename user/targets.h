@@ -67,6 +67,9 @@ struct ct_thread_name {
 	char name[16];
 };
 
+/* Threads per process with a traced call in flight at once (Python's, Gloo's workers). */
+#define CT_PENDING_THREADS 64
+
 /* A call in flight, for its bandwidth at the return. */
 struct ct_pending_call {
 	uint32_t probe1; /* probe id + 1; 0: none */
@@ -114,7 +117,7 @@ struct ct_proc {
 		pid_t tid;
 		int32_t node;
 		struct ct_pending_call at[CT_MAX_DEPTH];
-	} pending[CT_TREE_MAX_THREADS];
+	} pending[CT_PENDING_THREADS];
 	int n_threads;
 	uint64_t calls;
 };
