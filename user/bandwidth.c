@@ -66,9 +66,8 @@ static uint64_t op_size(uint8_t kind, uint64_t sent, uint64_t recv, int64_t n)
 	}
 }
 
-enum ct_bw_reason ct_bandwidth(const struct ct_libdesc *d, const struct ct_func *fn,
-			       uint64_t sent, uint64_t recv, int64_t n, uint64_t dur_ns,
-			       struct ct_bw *out)
+enum ct_bw_reason ct_bandwidth(const struct ct_libdesc *d, const struct ct_func *fn, uint64_t sent,
+			       uint64_t recv, int64_t n, uint64_t dur_ns, struct ct_bw *out)
 {
 	double factor = ct_bw_factor(fn->kind, n);
 	uint64_t size;

@@ -45,8 +45,7 @@ double ct_bw_factor(uint8_t kind, int64_t n);
  * The bandwidth of a call that moved sent and received bytes (ct_bytes) in a group of n
  * (0: unknown) in dur_ns. CT_BW_OK fills *out.
  */
-enum ct_bw_reason ct_bandwidth(const struct ct_libdesc *d, const struct ct_func *fn,
-			       uint64_t sent, uint64_t recv, int64_t n, uint64_t dur_ns,
-			       struct ct_bw *out);
+enum ct_bw_reason ct_bandwidth(const struct ct_libdesc *d, const struct ct_func *fn, uint64_t sent,
+			       uint64_t recv, int64_t n, uint64_t dur_ns, struct ct_bw *out);
 
 #endif

@@ -39,6 +39,23 @@ static void on_signal(int sig)
 	stop_signal = sig;
 }
 
+/* SIGUSR1: print each communicator's progress now, and trace on. */
+static volatile sig_atomic_t progress_wanted;
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	progress_wanted = 1;
+}
+
+static void print_progress(struct ct_session *s, uint64_t now, const char *why)
+{
+	fprintf(stderr, "commtrace: progress per communicator (%s):\n", why);
+	if (!ct_diag_progress_print(s->diag, stderr, now))
+		fprintf(stderr, "  no collective on a known communicator yet\n");
+	fflush(stderr);
+}
+
 static void print_probe(const struct ct_libdesc *d, const struct ct_file *f, const char *shown)
 {
 	for (size_t i = 0; i < d->n_funcs; i++) {
@@ -412,9 +429,14 @@ static int trace(struct ct_session *s)
 			last_drops = now;
 			drop_notice(s, now, false);
 		}
+		if (progress_wanted) {
+			progress_wanted = 0;
+			print_progress(s, now, "SIGUSR1");
+		}
 		if (next_live && now >= next_live) {
 			ct_bpf_read_drops(s);
 			ct_export_summary(s, stderr, false);
+			ct_diag_progress_print(s->diag, stderr, now); /* the compact table */
 			next_live = now + (uint64_t)(o->interval * 1e9);
 		}
 		if (now - last_check >= 2000000000ULL) {
@@ -493,6 +515,9 @@ int ct_trace_main(int argc, char **argv)
 	/* No SA_RESTART: the poll returns at once on Ctrl-C. */
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	sa.sa_handler = on_usr1;
+	sa.sa_flags = SA_RESTART; /* not a reason to return early from anything */
+	sigaction(SIGUSR1, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	/*

@@ -194,12 +194,13 @@ class Tracer:
             err = "\n".join(self.err[-40:])
         return f"`{' '.join(self.args)}` stderr (last 40 lines):\n{err}"
 
-    def wait_line(self, prefix, timeout=ATTACH_TIMEOUT):
-        """The first stderr line starting with prefix; fails if the tracer exits first."""
+    def wait_line(self, prefix, timeout=ATTACH_TIMEOUT, after=0):
+        """The first stderr line starting with prefix (from line number after on); fails if
+        the tracer exits first."""
         deadline = time.monotonic() + timeout
         with self.cond:
             while True:
-                for line in self.err:
+                for line in self.err[after:]:
                     if line.startswith(prefix):
                         return line
                 if self.proc.poll() is not None and not any(t.is_alive() for t in self.threads):

@@ -9,6 +9,7 @@ sequence numbers count from the first collective of the job.
 """
 import json
 import os
+import signal
 import subprocess
 import time
 
@@ -182,6 +183,76 @@ def test_hang_alert_live(bpf, torch_available, reaper, start_tracer, tmp_path):
     assert h["ranks"] == [0, 1] and h["pids"] == pids, h
     assert h["evidence"]["seq"] == seq and h["evidence"]["blocked_ns"] >= HANG_AFTER * 1e9
     assert [x["kind"] for x in findings(js)] == ["hang"], js["findings"]
+
+
+def scrape(target):
+    """{(metric, labels...): value} of the progress families on /metrics."""
+    import urllib.request
+    text = urllib.request.urlopen(f"http://{target}/metrics", timeout=10).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith(("commtrace_comm_last_seq{", "commtrace_comm_inflight_seconds{")):
+            name, rest = line.split("{", 1)
+            labels, value = rest.rsplit("} ", 1)
+            kv = dict(x.split("=", 1) for x in labels.split(","))
+            kv = {k: v.strip('"') for k, v in kv.items()}
+            out[(name, kv["pid"], kv["communicator"], kv.get("state"))] = float(value)
+    return out
+
+
+def test_progress_on_hang(bpf, torch_available, reaper, start_tracer, tmp_path):
+    """Rank 1 stops before step k's gradient all-reduce: every rank's last sequence numbers,
+    exactly, in the SIGUSR1 dump (tracing goes on), the metrics and the JSON."""
+    k = 2
+    out = tmp_path / "trace.json"
+    ranks, pids, wait = start_ranks(reaper, tmp_path, FAULTS,
+                                    ["--steps", 5, "--hang-rank", 1, "--hang-step", k])
+    tr = start_tracer(["-p", ",".join(map(str, pids)), "--json", out, "--metrics", "0",
+                       "--hang-after", HANG_AFTER])
+    from test_metrics import metrics_target
+    target = metrics_target(tr)
+    tr.wait_attached()
+    touch(wait)
+    tr.wait_line("commtrace: HANG:", timeout=60)
+    seq = 2 * k + 2  # the broadcast, then 2 all-reduces a step: rank 0 is inside #seq
+    site = f"diag_faults.py:{site_line('GRAD_SITE')})"
+    for attempt in (1, 2):  # twice: the dump does not stop the trace
+        n = len(tr.stderr_lines())
+        kill_pid(tr.proc.pid, signal.SIGUSR1)
+        tr.wait_line("commtrace: progress per communicator (SIGUSR1):", timeout=20,
+                     after=n)
+        time.sleep(0.5)
+        lines = tr.stderr_lines()
+        at = max(i for i, l in enumerate(lines) if "progress per communicator" in l)
+        head, r0, r1 = lines[at + 1:at + 4]
+        assert head.split()[:5] == ["PID", "RANK", "COMMUNICATOR", "ENTERED", "COMPLETED"]
+        assert r0.split()[:5] == [str(pids[0]), "0", "c10d#0/2", str(seq), str(seq - 1)], r0
+        assert f"#{seq} ProcessGroupGloo::allreduce, " in r0 and " s in it at " in r0 and \
+            r0.endswith(site), r0
+        assert r1.split() == [str(pids[1]), "1", "c10d#0/2", str(seq - 1), str(seq - 1), "-"]
+        assert tr.proc.poll() is None, tr.describe()
+    m = scrape(target)
+    assert m[("commtrace_comm_last_seq", str(pids[0]), "c10d#0/2", "entered")] == seq, m
+    assert m[("commtrace_comm_last_seq", str(pids[0]), "c10d#0/2", "completed")] == seq - 1
+    assert m[("commtrace_comm_last_seq", str(pids[1]), "c10d#0/2", "entered")] == seq - 1
+    assert m[("commtrace_comm_last_seq", str(pids[1]), "c10d#0/2", "completed")] == seq - 1
+    assert m[("commtrace_comm_inflight_seconds", str(pids[0]), "c10d#0/2", None)] >= HANG_AFTER
+    assert m[("commtrace_comm_inflight_seconds", str(pids[1]), "c10d#0/2", None)] == 0
+    for p in ranks:
+        for pid in [p.pid] + pids:
+            kill_pid(pid)
+    assert tr.wait() == 0, tr.describe()
+    js = load_trace_json(out)  # nothing lost
+    prog = {g["pid"]: g for g in js["progress"]}
+    assert sorted(prog) == sorted(pids) and len(js["progress"]) == 2, js["progress"]
+    g0, g1 = prog[pids[0]], prog[pids[1]]
+    assert (g0["rank"], g0["communicator"], g0["entered"], g0["completed"]) == \
+        (0, "c10d#0/2", seq, seq - 1), g0
+    assert g0["in_flight"]["seq"] == seq and g0["in_flight"]["cut_short"] is True, g0
+    assert g0["in_flight"]["function"] == "ProcessGroupGloo::allreduce"
+    assert g0["in_flight"]["site"].endswith(site), g0
+    assert (g1["rank"], g1["entered"], g1["completed"], g1["in_flight"]) == \
+        (1, seq - 1, seq - 1, None), g1
 
 
 def test_new_group_every_step(bpf, torch_available, reaper, start_tracer, tmp_path):

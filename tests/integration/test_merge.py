@@ -85,9 +85,10 @@ def comparable_report(js):
         # the diagnosis' log: the same calls, times measured by each tracer's own probes
         q["diag_log"] = [{k: v for k, v in r.items() if k not in ("ts_ns", "dur_ns")}
                          for r in p["diag_log"]["records"]] if "diag_log" in p else None
+        # durations, and the bandwidths made of them, are each tracer's own measurement
         q["collectives"] = sorted(
-            ({k: v for k, v in c.items() if k != "time_ns"} for c in p["collectives"]),
-            key=lambda c: c["function"])
+            ({k: v for k, v in c.items() if k not in ("time_ns", "algbw_gbs", "busbw_gbs")}
+             for c in p["collectives"]), key=lambda c: c["function"])
         q["threads"] = sorted(p.get("threads", []), key=lambda t: t["tid"])
         procs.append(q)
     procs.sort(key=lambda p: (p["rank"] is None, p["rank"], p["pid"]))
@@ -169,6 +170,15 @@ def test_merge_equals_one_tracer(traced):
         assert merged["diagnosis"][k] == whole["diagnosis"][k], k
     assert whole["diagnosis"]["collectives_matched"] > 0
     assert part_a["diagnosis"]["collectives_matched"] == 0  # one node alone matches nothing
+    # progress per communicator: lined up by identity across the nodes, as C saw it
+    def progress(js):
+        return sorted(({k: g[k] for k in ("pid", "rank", "communicator", "comm_rank",
+                                          "entered", "completed", "in_flight")}
+                       for g in js["progress"]), key=lambda g: (g["rank"], g["communicator"]))
+    assert progress(merged) == progress(whole), (merged["progress"], whole["progress"])
+    assert sorted({g["rank"] for g in whole["progress"]}) == [0, 1, 2], whole["progress"]
+    assert all(g["entered"] == g["completed"] > 0 and g["in_flight"] is None
+               for g in whole["progress"]), whole["progress"]
 
     # The timeline: the same slices as C's, at the same times (the tracers' probes on one
     # call fire microseconds apart), and as many rank→rank arrows.

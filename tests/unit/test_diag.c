@@ -251,6 +251,51 @@ TEST(diag_hang)
 	ct_diag_free(d);
 }
 
+/* Progress per (process, communicator): rank 0 inside #3 since t, rank 1 done with #2. */
+TEST(diag_progress)
+{
+	struct ct_diag *d = mk(2000, 100);
+	struct ct_diag_progress g[4];
+	uint64_t t = MS;
+	char buf[1024];
+	FILE *f;
+	int n;
+
+	allreduce2(d, &t, 0, MS, 16, 16, "MPI_FLOAT");
+	allreduce2(d, &t, 1, MS, 16, 16, "MPI_FLOAT");
+	{
+		struct ct_diag_call c =
+		    call(0, CT_K_ALLREDUCE, "MPI_Allreduce", 0, 2, 16, "MPI_FLOAT", t);
+
+		with_stack(&c, site_grad, 2);
+		ct_diag_call(d, &c); /* rank 1 never comes */
+	}
+	n = ct_diag_progress(d, g, 4);
+	if (!ASSERT_EQ(n, 2, "one row per (process, communicator)"))
+		return;
+	ASSERT_EQ(g[0].pid, 100, "rank 0's pid");
+	ASSERT_STREQ(g[0].comm, "mpi#0/2", "identity");
+	ASSERT_EQ(g[0].entered, 3, "rank 0 entered");
+	ASSERT_EQ(g[0].completed, 2, "rank 0 completed");
+	ASSERT_TRUE(g[0].inflight && g[0].inflight_seq == 3 && g[0].inflight_ts == t, "in #3");
+	ASSERT_STREQ(g[0].inflight_fn, "MPI_Allreduce", "its function");
+	ASSERT_STREQ(g[0].site, "step (/job/train.py:42)", "its call site");
+	ASSERT_EQ(g[1].rank, 1, "rank 1");
+	ASSERT_TRUE(g[1].entered == 2 && g[1].completed == 2 && !g[1].inflight, "rank 1 done");
+	f = fmemopen(buf, sizeof(buf), "w");
+	if (!ASSERT_NOT_NULL(f, "fmemopen"))
+		return;
+	ASSERT_EQ(ct_diag_progress_print(d, f, t + 2500 * MS), 2, "rows printed");
+	fclose(f);
+	ASSERT_TRUE(strstr(buf, "#3 MPI_Allreduce, 2.500 s in it at step (/job/train.py:42)") !=
+			NULL,
+		    "the table says where rank 0 is, since when");
+	ct_diag_proc_exit(d, 100);
+	ASSERT_EQ(ct_diag_progress(d, g, 1), 1, "bounded by max");
+	ASSERT_TRUE(g[0].exited && g[0].inflight, "cut short by the exit");
+	ct_diag_free(d);
+}
+
 /* c10d over Gloo: the gloo:: execution completes the c10d call and keeps it in flight. */
 TEST(diag_c10d_gloo_handoff)
 {

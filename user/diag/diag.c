@@ -231,6 +231,17 @@ void ct_diag_call(struct ct_diag *d, const struct ct_diag_call *c)
 	diag_call(d, c, &mi);
 }
 
+/* A collective completed: its end, its log entry, its member's progress. */
+static void rec_end(struct ct_diag *d, struct dproc *p, int16_t member, struct rec *r, uint64_t ts)
+{
+	struct member *m = d->members[member];
+
+	r->end = ts;
+	diag_log_end(p, r, ts);
+	if (r->seq > m->completed)
+		m->completed = r->seq;
+}
+
 void ct_diag_ret(struct ct_diag *d, uint32_t pid, uint32_t tid, uint8_t depth, uint64_t ts)
 {
 	struct dproc *p;
@@ -244,14 +255,11 @@ void ct_diag_ret(struct ct_diag *d, uint32_t pid, uint32_t tid, uint8_t depth, u
 		r = diag_rec_of(d, p->fl[i].member, p->fl[i].seq);
 		if (r && p->fl[i].exec) {
 			r->exec_done = true;
-			r->end = ts;
-			diag_log_end(p, r, ts);
+			rec_end(d, p, p->fl[i].member, r, ts);
 		} else if (r) {
 			r->returned = true;
-			if (!r->exec_wait) {
-				r->end = ts;
-				diag_log_end(p, r, ts);
-			}
+			if (!r->exec_wait)
+				rec_end(d, p, p->fl[i].member, r, ts);
 		}
 		p->fl[i].tid = 0;
 		return;
@@ -271,8 +279,7 @@ void ct_diag_replay_end(struct ct_diag *d, uint32_t pid, int16_t member, uint64_
 	if (!p || !r)
 		return;
 	r->returned = true;
-	r->end = ts;
-	diag_log_end(p, r, ts);
+	rec_end(d, p, member, r, ts);
 }
 
 void ct_diag_proc_exit(struct ct_diag *d, uint32_t pid)

@@ -139,6 +139,25 @@ struct ct_diag_steps_info {
 	uint64_t signatures;   /* collectives seen */
 };
 
+/*
+ * How far one process has got on one communicator (Flight Recorder's pg_status, NCCL
+ * RAS' "launched up to"): the last sequence number it entered and the highest it
+ * completed, and the oldest call it is still inside, with its age and call site.
+ */
+struct ct_diag_progress {
+	uint32_t pid;
+	int rank;      /* the process' global rank, -1 unknown */
+	char comm[48]; /* communicator identity, "c10d#0/2" */
+	int32_t comm_rank;
+	uint64_t entered, completed;
+	bool inflight;
+	uint64_t inflight_seq, inflight_ts; /* the oldest call not completed */
+	const char *inflight_fn;
+	char site[256]; /* its call site "qualname (file:line)", "" if none */
+	bool exited;	/* the process has exited (its call in flight was cut short) */
+	int comm_index; /* the identity's order of first use (the sort) */
+};
+
 struct ct_diag;
 
 struct ct_diag *ct_diag_new(const struct ct_diag_opts *o);
@@ -237,9 +256,16 @@ int ct_diag_log_stack(const struct ct_diag *d, uint32_t pid, int i, const struct
  */
 void ct_diag_print(struct ct_diag *d, FILE *out, bool verbose);
 
+/* progress.c: every (process, communicator), by communicator then rank; the number. */
+int ct_diag_progress(const struct ct_diag *d, struct ct_diag_progress *out, int max);
+/* A compact table of it at time now (the live summary, SIGUSR1); rows printed. */
+int ct_diag_progress_print(const struct ct_diag *d, FILE *out, uint64_t now);
+
 /* diag_json.c: "findings" and "diagnosis" into the --json root (d NULL: empty). */
 struct cJSON;
 void ct_diag_json(struct ct_diag *d, struct cJSON *root);
+/* "progress": ct_diag_progress as JSON; now (monotonic ns) gives the ages, 0: none. */
+void ct_diag_progress_json(const struct ct_diag *d, struct cJSON *root, uint64_t now);
 struct cJSON *ct_diag_evidence(const struct ct_diag_finding *f);
 
 #endif

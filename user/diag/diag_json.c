@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* The diagnosis in the --json document: "findings" and "diagnosis" (docs/json.md). */
+#include <stdlib.h>
 #include <cJSON.h>
 #include "diag/diag.h"
 
@@ -150,6 +151,48 @@ cJSON *ct_diag_log_json(const struct ct_diag *d, uint32_t pid)
 	}
 	cJSON_AddItemToObject(o, "cap", num(CT_DIAG_LOG));
 	return o;
+}
+
+void ct_diag_progress_json(const struct ct_diag *d, cJSON *root, uint64_t now)
+{
+	struct ct_diag_progress *g = calloc(CT_DIAG_MEMBERS, sizeof(*g));
+	cJSON *arr = cJSON_CreateArray();
+	int n = g ? ct_diag_progress(d, g, CT_DIAG_MEMBERS) : 0;
+
+	for (int i = 0; i < n; i++) {
+		cJSON *o = cJSON_CreateObject(), *fl;
+
+		cJSON_AddNumberToObject(o, "pid", g[i].pid);
+		if (g[i].rank >= 0)
+			cJSON_AddNumberToObject(o, "rank", g[i].rank);
+		else
+			cJSON_AddNullToObject(o, "rank");
+		cJSON_AddStringToObject(o, "communicator", g[i].comm);
+		cJSON_AddNumberToObject(o, "comm_rank", g[i].comm_rank);
+		cJSON_AddNumberToObject(o, "entered", (double)g[i].entered);
+		cJSON_AddNumberToObject(o, "completed", (double)g[i].completed);
+		if (!g[i].inflight) {
+			cJSON_AddNullToObject(o, "in_flight");
+		} else {
+			fl = cJSON_AddObjectToObject(o, "in_flight");
+			cJSON_AddNumberToObject(fl, "seq", (double)g[i].inflight_seq);
+			cJSON_AddStringToObject(fl, "function", g[i].inflight_fn);
+			cJSON_AddNumberToObject(fl, "ts_ns", (double)g[i].inflight_ts);
+			if (now && !g[i].exited && now > g[i].inflight_ts)
+				cJSON_AddNumberToObject(fl, "age_ns",
+							(double)(now - g[i].inflight_ts));
+			else
+				cJSON_AddNullToObject(fl, "age_ns");
+			cJSON_AddBoolToObject(fl, "cut_short", g[i].exited);
+			if (g[i].site[0])
+				cJSON_AddStringToObject(fl, "site", g[i].site);
+			else
+				cJSON_AddNullToObject(fl, "site");
+		}
+		cJSON_AddItemToArray(arr, o);
+	}
+	free(g);
+	cJSON_AddItemToObject(root, "progress", arr);
 }
 
 void ct_diag_json(struct ct_diag *d, cJSON *root)

@@ -3,6 +3,7 @@
  * The diagnosis' findings for --metrics (user/metrics/metrics.h): the hook the
  * exposition calls at each render, from the trace loop.
  */
+#include <stdlib.h>
 #include <string.h>
 #include "diag/diag.h"
 #include "metrics/metrics.h"
@@ -45,4 +46,26 @@ void ct_diag_metrics_fill(const struct ct_session *s, struct ct_metrics_findings
 		}
 		out->late[j].late += late;
 	}
+}
+
+int ct_diag_metrics_progress(const struct ct_session *s, struct ct_metrics_progress *out, int max,
+			     uint64_t now)
+{
+	struct ct_diag_progress *g = s->diag ? calloc((size_t)max, sizeof(*g)) : NULL;
+	int n = g ? ct_diag_progress(s->diag, g, max) : 0;
+
+	for (int i = 0; i < n; i++) {
+		out[i] = (struct ct_metrics_progress){
+		    .pid = g[i].pid,
+		    .rank = g[i].rank,
+		    .entered = g[i].entered,
+		    .completed = g[i].completed,
+		    .inflight = g[i].inflight && !g[i].exited,
+		};
+		snprintf(out[i].comm, sizeof(out[i].comm), "%s", g[i].comm);
+		if (out[i].inflight && now > g[i].inflight_ts)
+			out[i].inflight_ns = now - g[i].inflight_ts;
+	}
+	free(g);
+	return n;
 }

@@ -15,8 +15,8 @@
  * completion. Calls nested in another traced call (NCCL under c10d) are not matched.
  *
  * Files, each calling only those before it: core.c, steps.c, comms.c, log.c, match.c,
- * hangs.c, patterns.c, diag.c (the entry points), print.c; diag_json.c, diag_metrics.c
- * and diag_replay.c use diag.h only.
+ * hangs.c, patterns.c, diag.c (the entry points), print.c, progress.c; diag_json.c,
+ * diag_metrics.c and diag_replay.c use diag.h only.
  */
 #ifndef CT_DIAG_INTERNAL_H
 #define CT_DIAG_INTERNAL_H
@@ -44,7 +44,8 @@ struct rec {
 struct member {
 	int16_t comm, proc;
 	int32_t comm_rank;
-	uint64_t issued; /* sequence number of the last collective */
+	uint64_t issued;    /* sequence number of the last collective */
+	uint64_t completed; /* the highest one completed (progress.c) */
 	uint64_t wait_ns, matched;
 	uint64_t late, late_max, late_seq, late_ts;
 	const char *late_fn;

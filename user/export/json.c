@@ -10,6 +10,7 @@
 #include "export/export.h"
 #include "pystacks.h"
 #include "python/params.h"
+#include "util/clock.h"
 #include "util/output.h"
 #include "ct_version.h"
 
@@ -513,6 +514,7 @@ int ct_export_json(struct ct_session *s, const char *path)
 	cJSON_AddItemToObject(root, "events", num((double)s->events));
 	cJSON_AddItemToObject(root, "processes", procs);
 	ct_diag_json(s->diag, root); /* "findings", "diagnosis" */
+	ct_diag_progress_json(s->diag, root, ct_now_ns(CLOCK_MONOTONIC));
 
 	text = cJSON_Print(root);
 	cJSON_Delete(root);

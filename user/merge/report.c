@@ -166,6 +166,7 @@ static int merge_diag(struct input *ins, const int *idx, int n, cJSON *const *pr
 		goto out;
 	}
 	ct_diag_json(d, root);
+	ct_diag_progress_json(d, root, 0); /* by communicator identity, across the nodes */
 	{
 		cJSON *dr = cJSON_GetObjectItemCaseSensitive(
 		    cJSON_GetObjectItemCaseSensitive(root, "diagnosis"), "drops");

@@ -63,6 +63,20 @@ struct ct_metrics_findings {
 };
 void ct_diag_metrics_fill(const struct ct_session *s, struct ct_metrics_findings *out);
 
+/* How far each (process, communicator) has got (diag.h, struct ct_diag_progress). */
+#define CT_METRICS_PROGRESS 512 /* every (process, communicator) the diagnosis holds */
+struct ct_metrics_progress {
+	uint32_t pid;
+	int rank; /* -1: unknown */
+	char comm[48];
+	uint64_t entered, completed;
+	bool inflight;
+	uint64_t inflight_ns; /* how long the oldest call in flight has been (0: exited) */
+};
+/* Rows filled, at monotonic time now. */
+int ct_diag_metrics_progress(const struct ct_session *s, struct ct_metrics_progress *out, int max,
+			     uint64_t now);
+
 /*
  * The exposition text of the session now. wall_ns: the snapshot's CLOCK_REALTIME time
  * (commtrace_snapshot_timestamp_seconds: every event the kernel had produced by then is

@@ -17,6 +17,7 @@
 #include "export/export.h"
 #include "metrics/metrics.h"
 #include "session.h"
+#include "util/clock.h"
 #include "targets.h"
 #include "util/sbuf.h"
 #include "ct_version.h"
@@ -251,6 +252,20 @@ static void render_call(struct ct_sbuf *b, enum call_metric m, const struct ct_p
 	ct_sbuf_printf(b, "} %llu\n", (unsigned long long)v);
 }
 
+static void progress_labels(struct ct_sbuf *b, const struct ct_metrics_progress *g)
+{
+	char v[16];
+
+	snprintf(v, sizeof(v), "%u", g->pid);
+	label(b, "pid", v, true);
+	if (g->rank >= 0)
+		snprintf(v, sizeof(v), "%d", g->rank);
+	else
+		v[0] = 0;
+	label(b, "rank", v, false);
+	label(b, "communicator", g->comm, false);
+}
+
 static void counter(struct ct_sbuf *b, const char *name, const char *help, uint64_t v)
 {
 	family(b, name, "counter", help);
@@ -303,6 +318,38 @@ static void render_findings(struct ct_session *s, struct ct_sbuf *b)
 		label(b, "rank", r, true);
 		ct_sbuf_printf(b, "} %llu\n", (unsigned long long)f.late[i].late);
 	}
+}
+
+/* Per (process, communicator): the last sequence numbers and the call in flight. */
+static void render_progress(struct ct_session *s, struct ct_sbuf *b)
+{
+	struct ct_metrics_progress *g = calloc(CT_METRICS_PROGRESS, sizeof(*g));
+	int n =
+	    g ? ct_diag_metrics_progress(s, g, CT_METRICS_PROGRESS, ct_now_ns(CLOCK_MONOTONIC)) : 0;
+
+	family(b, "commtrace_comm_last_seq", "gauge",
+	       "Per process and communicator: the sequence number of the last collective "
+	       "entered (state=entered) and the highest completed (state=completed).");
+	for (int i = 0; i < n; i++) {
+		for (int st = 0; st < 2; st++) {
+			ct_sbuf_printf(b, "commtrace_comm_last_seq{");
+			progress_labels(b, &g[i]);
+			label(b, "state", st ? "completed" : "entered", false);
+			ct_sbuf_printf(b, "} %llu\n",
+				       (unsigned long long)(st ? g[i].completed : g[i].entered));
+		}
+	}
+	family(b, "commtrace_comm_inflight_seconds", "gauge",
+	       "Per process and communicator: how long the oldest collective not completed has "
+	       "been in flight (0: none).");
+	for (int i = 0; i < n; i++) {
+		ct_sbuf_printf(b, "commtrace_comm_inflight_seconds{");
+		progress_labels(b, &g[i]);
+		ct_sbuf_printf(b, "} %llu.%09llu\n",
+			       (unsigned long long)(g[i].inflight_ns / 1000000000),
+			       (unsigned long long)(g[i].inflight_ns % 1000000000));
+	}
+	free(g);
 }
 
 void ct_metrics_render(struct ct_session *s, struct ct_sbuf *b, uint64_t wall_ns, double render_s)
@@ -382,4 +429,5 @@ void ct_metrics_render(struct ct_session *s, struct ct_sbuf *b, uint64_t wall_ns
 	ct_sbuf_printf(b, "commtrace_drops_total{reason=\"group_size_unknown\"} %llu\n",
 		       (unsigned long long)s->group_size_unknown);
 	render_findings(s, b);
+	render_progress(s, b);
 }
