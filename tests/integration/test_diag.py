@@ -440,6 +440,15 @@ def test_mpi_hang_alert_live(bpf, progs, mpi_available, reaper, start_tracer, tm
     h = findings(js)[0]
     assert h["ranks"] == [0, 1] and h["pids"] == pids, h
     assert h["evidence"]["seq"] == seq and h["evidence"]["blocked_ns"] >= HANG_AFTER * 1e9
+    # How far each rank got: rank 0 inside #seq (a C program: no Python call site)
+    prog = {g["rank"]: g for g in js["progress"]}
+    assert sorted(prog) == [0, 1] and len(js["progress"]) == 2, js["progress"]
+    assert (prog[0]["communicator"], prog[0]["entered"], prog[0]["completed"]) == \
+        ("mpi#0/2", seq, seq - 1), prog[0]
+    assert prog[0]["in_flight"]["seq"] == seq and prog[0]["in_flight"]["site"] is None
+    assert prog[0]["in_flight"]["function"] == "MPI_Allreduce", prog[0]
+    assert (prog[1]["entered"], prog[1]["completed"], prog[1]["in_flight"]) == \
+        (seq - 1, seq - 1, None), prog[1]
 
 
 # ---------------------------------------------------------------------------------------

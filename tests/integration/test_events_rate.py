@@ -115,7 +115,7 @@ def test_record_replay_same_report(bpf, progs, reaper, start_tracer, tmp_path):
     assert a["total_counts"] == 20_000 + 4
     assert not [l for l in tracer.stderr_lines() if "dropped" in l], "drop line, no drops"
     for js in (a, b):
-        for k in ("version", "diagnosis", "findings"):  # the diagnosis: live only
+        for k in ("version", "diagnosis", "findings", "progress"):  # the diagnosis: live only
             js.pop(k, None)
         for p in js["processes"]:
             p.pop("diag_log", None)
