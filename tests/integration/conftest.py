@@ -341,8 +341,9 @@ def load_trace_json(path, allow_drops=False):
             for k in TIME_KEYS:
                 assert isinstance(t[k], (int, float)) and t[k] >= 0, f"{f}: time_ns.{k}={t[k]}"
             assert t["min"] <= t["p50"] <= t["p99"] <= t["max"], f"{f}: time_ns out of order {t}"
-            assert t["min"] * c["calls"] <= t["total"] <= t["max"] * c["calls"], (
-                f"{f}: time_ns.total {t['total']} not within calls x [min, max] ({t})"
+            # durations are of the completed calls (a call cut short by a kill has none)
+            assert t["min"] * c["completed"] <= t["total"] <= t["max"] * c["completed"], (
+                f"{f}: time_ns.total {t['total']} not within completed x [min, max] ({t})"
             )
             assert p["comm_counts"].get(f) == c["calls"], (
                 f"pid {p['pid']}: comm_counts[{f}]={p['comm_counts'].get(f)} "

@@ -5,6 +5,7 @@
  * comm through prctl, a zombie held with waitid(WNOWAIT)). No root needed.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -133,6 +134,27 @@ static void reap(pid_t pid)
 }
 
 /* Wait (bounded) until the child has exec'ed, so /proc shows the new image. */
+/* Whether /proc/PID/environ has anything in it yet. */
+static bool has_environ(pid_t pid)
+{
+	char path[64], c;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/environ", pid);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return false;
+	n = read(fd, &c, 1);
+	close(fd);
+	return n == 1;
+}
+
+/*
+ * Until the child runs comm with its new environment: the kernel names the task at exec
+ * before it places the environment on the new stack (load_elf_binary's create_elf_tables),
+ * and environ reads as empty in between.
+ */
 static bool wait_comm(pid_t pid, const char *comm)
 {
 	struct timespec ts = {0, 5 * 1000 * 1000};
@@ -140,7 +162,8 @@ static bool wait_comm(pid_t pid, const char *comm)
 	int i;
 
 	for (i = 0; i < 400; i++) {
-		if (ct_proc_comm(pid, pid, buf, sizeof(buf)) == 0 && strcmp(buf, comm) == 0)
+		if (ct_proc_comm(pid, pid, buf, sizeof(buf)) == 0 && strcmp(buf, comm) == 0 &&
+		    has_environ(pid))
 			return true;
 		nanosleep(&ts, NULL);
 	}
