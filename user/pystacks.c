@@ -836,9 +836,11 @@ void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_eve
 		st->ops.unclassified++;
 	if (!ct_py_symbolize(st->sym, p->pid, &p->py.offsets, ev->code, 0, &f)) {
 		r = role_of(st, p->pid, ev->code, &f);
-		if (r && r->role != CT_ROLE_MODULE && r->role != CT_ROLE_OP &&
-		    r->role != CT_ROLE_REDISTRIBUTE)
-			r = NULL; /* helpers and backward markers name collectives, not calls */
+		/* Helpers and backward markers name collectives, not calls. Redistributions
+		 * come from the collectives' stacks (tree.c): the frames C enters inside one
+		 * are its internals (a sorted() key's lambda, an __init__), one node each. */
+		if (r && r->role != CT_ROLE_MODULE && r->role != CT_ROLE_OP)
+			r = NULL;
 		if (ev->unclassified)
 			set_verdict(s, p, ev->code, r);
 		else if (!r)
@@ -853,11 +855,9 @@ void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_eve
 
 		st->ops.kept++;
 		top = ct_tree_open_node(&p->tree, ev->hdr.tid, 0);
-		/* One node per module call (_wrapped_call_impl then _call_impl) and per
-		 * redistribution, as for stacks. */
-		if (!(top && top->type == type &&
-		      ((type == CT_NODE_MODULE && top->self == ev->self) ||
-		       type == CT_NODE_REDISTRIBUTE)))
+		/* One node per module call (_wrapped_call_impl then _call_impl), as for
+		 * stacks. */
+		if (!(top && top->type == type && type == CT_NODE_MODULE && top->self == ev->self))
 			node = ct_tree_enter(&p->tree, ev->hdr.tid, type,
 					     node_name(st, p, r, &f, type, mod ? mod->self : 0,
 						       mod ? mod->name : NULL, ev->self, ev->arg1),

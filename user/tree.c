@@ -152,6 +152,41 @@ static int continued(const struct ct_tree *t, const struct ct_tree_path *op,
 	return went_on ? keep : 0;
 }
 
+/*
+ * --ops: the redistribution a collective is in, from its stack, under the innermost node
+ * open (a redistribution is entered by Python-to-Python calls, which --ops does not see
+ * on 3.11+). One node for the frames of its stack past that node's frame; the parent for
+ * the collective.
+ */
+static int32_t redistributions_below(struct ct_tree *t, int32_t parent,
+				     const struct ct_tree_call *c)
+{
+	int from = 0, npath = c->npath < CT_TREE_MAX_DEPTH - 1 ? c->npath : CT_TREE_MAX_DEPTH - 1;
+
+	for (int j = npath - 1; parent >= 0 && j >= 0; j--)
+		if (same_frame(&t->nodes[parent], &c->path[j])) {
+			from = j + 1;
+			break;
+		}
+	if (parent >= 0 && !from)
+		return parent; /* the open node is not on its stack: nothing to line up */
+	for (int i = from; i < npath; i++) {
+		const struct ct_tree_frame *f = &c->path[i];
+		int32_t node;
+
+		if (f->type != CT_NODE_REDISTRIBUTE)
+			continue;
+		node = new_node(t, parent, f->type, f->name);
+		if (node < 0)
+			return parent;
+		t->nodes[node].code = f->code;
+		t->nodes[node].self = f->self;
+		t->nodes[node].phase = c->phase;
+		return node; /* the outermost: the stack path keeps one per redistribution */
+	}
+	return parent;
+}
+
 int32_t ct_tree_add_call(struct ct_tree *t, const struct ct_tree_call *c)
 {
 	struct ct_tree_thread *th = thread_of(t, c->tid);
@@ -165,7 +200,7 @@ int32_t ct_tree_add_call(struct ct_tree *t, const struct ct_tree_call *c)
 		t->root_class = c->root_class;
 	if (c->under_open) { /* --ops: the open path is known from entries and exits */
 		parent = op->nopen ? op->open[op->nopen - 1] : -1;
-		npath = 0;
+		parent = redistributions_below(t, parent, c);
 		goto collective;
 	}
 	if (npath > CT_TREE_MAX_DEPTH - 1)

@@ -70,6 +70,30 @@ def check_op_values(records, want, first_described):
                 f"forward {i}: got {g}, want {w}"
 
 
+@pytest.mark.parametrize("ops", [True, False], ids=["ops", "default"])
+def test_redistribute_one_node(bpf, torch_available, reaper, start_tracer, tmp_path, ops):
+    """hyper-parallel's redistribution shape: fc2's partial sum reduced through internal
+    methods of a TensorRedistribution, one of which C enters (a sorted() key). It is one
+    Redistribute node, the collective in it, with --ops as without: the lambda is not a
+    node of its own, and the collective is not beside it."""
+    forwards = 2
+    js, pids, tr = trace_ranks(reaper, start_tracer, tmp_path, "seed000_mlp.py",
+                               "--forwards", forwards, "--backward", "--linger", 1,
+                               "--pause", 0.3, "--redistribute",
+                               extra=("--ops",) if ops else ())
+    fc2 = [("Redistribute(reduce_partial)", [("Collective(differentiable_all_reduce)", [])])]
+    if ops:
+        forward = ("Module((root))", [("Module(fc1)", [("Op(linear)", [])]), ("Op(gelu)", []),
+                                      ("Module(fc2)", [("Op(linear)", [])] + fc2)])
+    else:
+        forward = ("Module((root))", [("Module(fc2)", fc2)])
+    backward = ("Module((root))", [("Module(fc2)", [("Collective(all_reduce)", [])])])
+    for pid in pids:
+        records = debug_of(js, pid)["records"]
+        assert [tree_of(r) for r in records] == [forward, backward] * forwards, \
+            json.dumps([tree_of(r) for r in records], indent=1)
+
+
 def test_ops_seed000(bpf, torch_available, reaper, start_tracer, tmp_path):
     forwards = 4
     chrome, table = tmp_path / "trace.chrome.json", tmp_path / "table.txt"

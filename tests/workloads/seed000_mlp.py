@@ -22,6 +22,8 @@ Ranks: MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE in the environment, Gloo backend.
   --torch-profiler  run the loop under torch.profiler (CPU, shapes recorded)
   --pause S         sleep S seconds after each forward (--ops tests: BPF describes an
                     op's arguments once user space has classified its code object)
+  --redistribute    fc2's hook reduces its partial sum through a TensorRedistribution
+                    (hyper-parallel's shape: internal methods, a sorted() key C enters)
 """
 import argparse
 import contextlib
@@ -88,6 +90,22 @@ class platform:
         return dist_fn.all_reduce(tensor, group=group or dist.group.WORLD)
 
 
+class TensorRedistribution:
+    """hyper-parallel's redistribution shape (--redistribute): a partial sum reduced through
+    internal methods, one of which C enters (sorted()'s key)."""
+
+    def reduce_partial(self, local):
+        ops = sorted([("AllReduce", "sum")], key=lambda op: op[0] != "ReduceScatter")
+        return self._allreduce_along_dev_dim(local, ops[0][1])
+
+    def _allreduce_along_dev_dim(self, local, op):
+        return platform.differentiable_all_reduce(local)
+
+
+REDISTRIBUTION = TensorRedistribution()
+REDISTRIBUTE = False  # --redistribute
+
+
 class MLP(nn.Module):
     def __init__(self, world, rank):
         super().__init__()
@@ -109,6 +127,8 @@ class MLP(nn.Module):
 
 def rowwise_output_hook(module, inputs, output):
     local = output.to_local() if isinstance(output, DTensor) else output
+    if REDISTRIBUTE:
+        return DTensor.from_local(REDISTRIBUTION.reduce_partial(local), ("Replicate()",))
     return DTensor.from_local(platform.differentiable_all_reduce(local), ("Replicate()",))
 
 
@@ -123,9 +143,11 @@ def main():
     ap.add_argument("--torch-profiler", action="store_true")
     ap.add_argument("--linger", type=float, default=0)
     ap.add_argument("--pause", type=float, default=0)
+    ap.add_argument("--redistribute", action="store_true")
     a = ap.parse_args()
 
-    global MESH
+    global MESH, REDISTRIBUTE
+    REDISTRIBUTE = a.redistribute
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     MESH = DeviceMesh("cpu", torch.arange(world), ("tp",))
