@@ -73,8 +73,8 @@ int ct_diag_progress_print(const struct ct_diag *d, FILE *out, uint64_t now)
 		char rank[16], age[32];
 
 		if (!i)
-			fprintf(out, "%-8s %-4s %-14s %10s %10s  %s\n", "PID", "RANK", "COMMUNICATOR",
-				"ENTERED", "COMPLETED", "IN FLIGHT (oldest)");
+			fprintf(out, "%-8s %-4s %-14s %10s %10s  %s\n", "PID", "RANK",
+				"COMMUNICATOR", "ENTERED", "COMPLETED", "IN FLIGHT (oldest)");
 		snprintf(rank, sizeof(rank), g[i].rank >= 0 ? "%d" : "-", g[i].rank);
 		fprintf(out, "%-8u %-4s %-14s %10llu %10llu  ", g[i].pid, rank, g[i].comm,
 			(unsigned long long)g[i].entered, (unsigned long long)g[i].completed);
@@ -82,7 +82,8 @@ int ct_diag_progress_print(const struct ct_diag *d, FILE *out, uint64_t now)
 			fprintf(out, "-\n");
 			continue;
 		}
-		diag_fmt_secs(age, sizeof(age), now > g[i].inflight_ts ? now - g[i].inflight_ts : 0);
+		diag_fmt_secs(age, sizeof(age),
+			      now > g[i].inflight_ts ? now - g[i].inflight_ts : 0);
 		fprintf(out, "#%llu %s, %s%s%s%s\n", (unsigned long long)g[i].inflight_seq,
 			g[i].inflight_fn, g[i].exited ? "cut short by the exit" : age,
 			g[i].exited ? "" : " in it", g[i].site[0] ? " at " : "", g[i].site);
