@@ -188,11 +188,34 @@ static const char *const dur_le[CT_DUR_BUCKETS] = {
     "0.01",  "0.05",  "0.1",   "0.5",	"1",	  "5",	    "10",    "60",
 };
 
+/* One histogram's series: its n fixed buckets then +Inf (cumulative), _sum, _count. */
+static void render_hist(struct ct_sbuf *b, const char *name, const struct ct_proc *p, uint32_t id,
+			const uint64_t *counts, unsigned int n, const char *const *le,
+			const char *sum)
+{
+	uint64_t cum = 0;
+
+	for (unsigned int k = 0; k <= n; k++) {
+		cum += counts[k];
+		ct_sbuf_printf(b, "%s_bucket{", name);
+		call_labels(b, p, id);
+		label(b, "le", k < n ? le[k] : "+Inf", false);
+		ct_sbuf_printf(b, "} %llu\n", (unsigned long long)cum);
+	}
+	ct_sbuf_printf(b, "%s_sum{", name);
+	call_labels(b, p, id);
+	ct_sbuf_printf(b, "} %s\n", sum);
+	ct_sbuf_printf(b, "%s_count{", name);
+	call_labels(b, p, id);
+	ct_sbuf_printf(b, "} %llu\n", (unsigned long long)cum);
+}
+
 static void render_call(struct ct_sbuf *b, enum call_metric m, const struct ct_proc *p, uint32_t id,
 			const struct ct_fstats *st)
 {
 	const char *name = call_metrics[m].name;
-	uint64_t v = 0, cum = 0;
+	char sum[48];
+	uint64_t v = 0;
 
 	switch (m) {
 	case M_CALLS:
@@ -211,38 +234,16 @@ static void render_call(struct ct_sbuf *b, enum call_metric m, const struct ct_p
 		v = !p->exited && st->calls > st->returned ? st->calls - st->returned : 0;
 		break;
 	case M_DURATION:
-		for (unsigned int k = 0; k <= CT_DUR_BUCKETS; k++) {
-			cum += st->dur[k];
-			ct_sbuf_printf(b, "%s_bucket{", name);
-			call_labels(b, p, id);
-			label(b, "le", k < CT_DUR_BUCKETS ? dur_le[k] : "+Inf", false);
-			ct_sbuf_printf(b, "} %llu\n", (unsigned long long)cum);
-		}
-		ct_sbuf_printf(b, "%s_sum{", name);
-		call_labels(b, p, id);
-		ct_sbuf_printf(b, "} %llu.%09llu\n",
-			       (unsigned long long)(st->lat.total / 1000000000),
-			       (unsigned long long)(st->lat.total % 1000000000));
-		ct_sbuf_printf(b, "%s_count{", name);
-		call_labels(b, p, id);
-		ct_sbuf_printf(b, "} %llu\n", (unsigned long long)cum);
+		snprintf(sum, sizeof(sum), "%llu.%09llu",
+			 (unsigned long long)(st->lat.total / 1000000000),
+			 (unsigned long long)(st->lat.total % 1000000000));
+		render_hist(b, name, p, id, st->dur, CT_DUR_BUCKETS, dur_le, sum);
 		return;
 	case M_BUSBW:
 		if (!st->busbw.n)
 			return;
-		for (unsigned int k = 0; k <= CT_BW_BUCKETS; k++) {
-			cum += st->bwb[k];
-			ct_sbuf_printf(b, "%s_bucket{", name);
-			call_labels(b, p, id);
-			label(b, "le", k < CT_BW_BUCKETS ? bw_le[k] : "+Inf", false);
-			ct_sbuf_printf(b, "} %llu\n", (unsigned long long)cum);
-		}
-		ct_sbuf_printf(b, "%s_sum{", name);
-		call_labels(b, p, id);
-		ct_sbuf_printf(b, "} %llu\n", (unsigned long long)st->busbw.total);
-		ct_sbuf_printf(b, "%s_count{", name);
-		call_labels(b, p, id);
-		ct_sbuf_printf(b, "} %llu\n", (unsigned long long)cum);
+		snprintf(sum, sizeof(sum), "%llu", (unsigned long long)st->busbw.total);
+		render_hist(b, name, p, id, st->bwb, CT_BW_BUCKETS, bw_le, sum);
 		return;
 	default:
 		return;
