@@ -82,10 +82,9 @@ static void pend_call(struct ct_proc *p, const struct ct_call *k)
 }
 
 /* A call's return: its bandwidth (bandwidth.h) and its tree node's duration. */
-static void pend_ret(struct ct_proc *p, struct ct_fstats *st, const struct ct_ret_event *ev)
+static void pend_ret(struct ct_proc *p, const struct ct_libdesc *d, const struct ct_func *fn,
+		     struct ct_fstats *st, const struct ct_ret_event *ev)
 {
-	const struct ct_libdesc *d;
-	const struct ct_func *fn = ct_catalog_func(ev->hdr.probe_id, &d);
 	int slot = pending_slot(p, ev->hdr.tid, false), depth = ev->hdr.depth;
 	enum ct_bw_reason why = CT_BW_NO_DURATION; /* its entry was not seen */
 	struct ct_bw bw;
@@ -286,7 +285,8 @@ void ct_calls_on_call(struct ct_session *s, const struct ct_call_event *ev,
 void ct_calls_on_ret(struct ct_session *s, const struct ct_ret_event *ev)
 {
 	struct ct_proc *p = ct_proc_find(s, ev->hdr.pid);
-	const struct ct_func *fn = ct_catalog_func(ev->hdr.probe_id, NULL);
+	const struct ct_libdesc *d;
+	const struct ct_func *fn = ct_catalog_func(ev->hdr.probe_id, &d);
 	struct ct_fstats *st;
 
 	if (!p || !fn)
@@ -301,7 +301,7 @@ void ct_calls_on_ret(struct ct_session *s, const struct ct_ret_event *ev)
 	st->returned++;
 	ct_hist_add(&st->lat, ev->duration);
 	st->dur[ct_dur_bucket(ev->duration)]++; /* --metrics' histogram */
-	pend_ret(p, st, ev);
+	pend_ret(p, d, fn, st, ev);
 	ct_diag_ret(s->diag, ev->hdr.pid, ev->hdr.tid, ev->hdr.depth, ev->hdr.ts);
 	if (s->chrome)
 		ct_chrome_ret(s, p, ev);

@@ -122,17 +122,24 @@ static void family(struct ct_sbuf *b, const char *name, const char *type, const 
 	ct_sbuf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void proc_labels(struct ct_sbuf *b, const struct ct_proc *p)
+/* pid and rank, the first labels of a series; no rank: an empty value, which Prometheus
+ * treats as absent. */
+static void pid_rank_labels(struct ct_sbuf *b, long pid, int rank)
 {
 	char v[16];
 
-	snprintf(v, sizeof(v), "%d", p->pid);
+	snprintf(v, sizeof(v), "%ld", pid);
 	label(b, "pid", v, true);
-	if (p->rank >= 0)
-		snprintf(v, sizeof(v), "%d", p->rank);
+	if (rank >= 0)
+		snprintf(v, sizeof(v), "%d", rank);
 	else
-		v[0] = 0; /* no rank: an empty value, which Prometheus treats as absent */
+		v[0] = 0;
 	label(b, "rank", v, false);
+}
+
+static void proc_labels(struct ct_sbuf *b, const struct ct_proc *p)
+{
+	pid_rank_labels(b, p->pid, p->rank);
 }
 
 static void call_labels(struct ct_sbuf *b, const struct ct_proc *p, uint32_t id)
@@ -255,15 +262,7 @@ static void render_call(struct ct_sbuf *b, enum call_metric m, const struct ct_p
 
 static void progress_labels(struct ct_sbuf *b, const struct ct_metrics_progress *g)
 {
-	char v[16];
-
-	snprintf(v, sizeof(v), "%u", g->pid);
-	label(b, "pid", v, true);
-	if (g->rank >= 0)
-		snprintf(v, sizeof(v), "%d", g->rank);
-	else
-		v[0] = 0;
-	label(b, "rank", v, false);
+	pid_rank_labels(b, g->pid, g->rank);
 	label(b, "communicator", g->comm, false);
 }
 
