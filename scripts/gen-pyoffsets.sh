@@ -281,6 +281,7 @@ static int obj_offsets(void)
 	O("methoddef_name", offsetof(PyMethodDef, ml_name));
 	O("func_name", offsetof(PyFunctionObject, func_name));
 	O("func_qualname", offsetof(PyFunctionObject, func_qualname));
+	O("func_code", offsetof(PyFunctionObject, func_code));
 	O("method_func", offsetof(PyMethodObject, im_func));
 	O("descr_name", offsetof(PyDescrObject, d_name));
 	/* Tuples and ints: placement tuples of parameters (user/python/params.c). */
@@ -390,6 +391,14 @@ int main(void)
 	/* pthread_self() of the thread: glibc's TCB, which is what fs points to. 3.10 has no
 	 * native_thread_id; the walker matches this against the task's fs base instead. */
 	F("tstate_thread_id", offsetof(PyThreadState, thread_id));
+	/* The function a frame runs: --ops looks through a functools.wraps wrapper by it. */
+#if PY_VERSION_HEX >= 0x030c0000
+	F("frame_func", offsetof(_PyInterpreterFrame, f_funcobj));
+#elif PY_VERSION_HEX >= 0x030b0000
+	F("frame_func", offsetof(_PyInterpreterFrame, f_func));
+#else
+	N("frame_func");
+#endif
 	/* Not a struct field: checked equal across versions by the script. */
 	printf("#state %lu %lu %lu\n", state_shift(0), state_shift(1), state_shift(2));
 #if PY_VERSION_HEX >= 0x030d0000

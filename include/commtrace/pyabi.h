@@ -58,6 +58,7 @@ struct ct_py_offsets {
 	__u16 type_name;	    /* PyTypeObject.tp_name (const char *) */
 	__u16 object_type;	    /* PyObject.ob_type */
 	__u16 tstate_thread_id;	    /* PyThreadState.thread_id (pthread_t = the TCB = fs base) */
+	__u16 frame_func; /* 3.11 f_func, 3.12+ f_funcobj: the frame's function, else CT_PY_NONE */
 };
 
 /* The pyprocs map's value: one traced CPython process. */
@@ -75,7 +76,8 @@ struct ct_pyvals_bpf {
 	__u32 tuple_flag; /* Py_TPFLAGS_TUPLE_SUBCLASS */
 	__u16 thp_borrowed, thp_cdata;
 	__u16 ti_dim, ti_sizes, ti_numel, ti_dtype;
-	__u16 inline_max, pad2;
+	__u16 inline_max;
+	__u16 spec_slot; /* torch 2.x DTensor's _spec slot, once user space found it; else 0 */
 };
 
 struct ct_pyproc_bpf {

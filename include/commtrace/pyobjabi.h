@@ -69,6 +69,7 @@ struct ct_py_objoffsets {
 	__u16 methoddef_name; /* PyMethodDef.ml_name (const char *) */
 	__u16 func_name;      /* PyFunctionObject.func_name (str) */
 	__u16 func_qualname;  /* PyFunctionObject.func_qualname (str) */
+	__u16 func_code;      /* PyFunctionObject.func_code (a code object) */
 	__u16 method_func;    /* PyMethodObject.im_func (a bound method's function) */
 	__u16 descr_name;     /* PyDescrObject.d_name (str; method_descriptor etc.) */
 

@@ -10,10 +10,10 @@
 #include "commtrace/pyobjabi.h"
 
 /* PyASCIIObject.state bit fields, identical in every version below. */
-#define CT_PY_STATE_KIND_SHIFT 2
-#define CT_PY_STATE_KIND_MASK 0x7
+#define CT_PY_STATE_KIND_SHIFT	2
+#define CT_PY_STATE_KIND_MASK	0x7
 #define CT_PY_STATE_COMPACT_BIT 5
-#define CT_PY_STATE_ASCII_BIT 6
+#define CT_PY_STATE_ASCII_BIT	6
 
 /* pyenv-3.10.13 */
 static const struct ct_py_offsets ct_py_offsets_3_10 = {
@@ -48,6 +48,7 @@ static const struct ct_py_offsets ct_py_offsets_3_10 = {
     .type_name = 24,
     .object_type = 8,
     .tstate_thread_id = 176,
+    .frame_func = CT_PY_NONE,
 };
 
 /* pyenv-3.11.7, debian-3.11 */
@@ -84,6 +85,7 @@ static const struct ct_py_offsets ct_py_offsets_3_11 = {
     .type_name = 24,
     .object_type = 8,
     .tstate_thread_id = 152,
+    .frame_func = 0,
 };
 
 /* pyenv-3.12.1 */
@@ -119,6 +121,7 @@ static const struct ct_py_offsets ct_py_offsets_3_12 = {
     .type_name = 24,
     .object_type = 8,
     .tstate_thread_id = 136,
+    .frame_func = 16,
 };
 
 /* pyenv-3.13.0 */
@@ -154,6 +157,7 @@ static const struct ct_py_offsets ct_py_offsets_3_13 = {
     .type_name = 24,
     .object_type = 8,
     .tstate_thread_id = 152,
+    .frame_func = 16,
 };
 
 /*
@@ -299,6 +303,7 @@ static const struct ct_py_objoffsets ct_py_objoffsets_3_10 = {
     .methoddef_name = 0,
     .func_name = 32,
     .func_qualname = 40,
+    .func_code = 48,
     .method_func = 16,
     .descr_name = 24,
     .tuple_items = 24,
@@ -359,6 +364,7 @@ static const struct ct_py_objoffsets ct_py_objoffsets_3_11 = {
     .methoddef_name = 0,
     .func_name = 32,
     .func_qualname = 40,
+    .func_code = 48,
     .method_func = 16,
     .descr_name = 24,
     .tuple_items = 24,
@@ -419,6 +425,7 @@ static const struct ct_py_objoffsets ct_py_objoffsets_3_12 = {
     .methoddef_name = 0,
     .func_name = 32,
     .func_qualname = 40,
+    .func_code = 48,
     .method_func = 16,
     .descr_name = 24,
     .tuple_items = 24,
@@ -479,6 +486,7 @@ static const struct ct_py_objoffsets ct_py_objoffsets_3_13 = {
     .methoddef_name = 0,
     .func_name = 32,
     .func_qualname = 40,
+    .func_code = 48,
     .method_func = 16,
     .descr_name = 24,
     .tuple_items = 24,

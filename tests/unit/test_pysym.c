@@ -299,6 +299,10 @@ static void check_interpreter(const char *label, const char *python, int minor,
 			if (!ASSERT_EQ(u->offsets.tstate_thread_id, CT_PY_NONE, "thread_id unset"))
 				return;
 			u->offsets.tstate_thread_id = p->offsets.tstate_thread_id;
+			/* nor the frame's function: no looking through wrappers (--ops) */
+			if (!ASSERT_EQ(u->offsets.frame_func, CT_PY_NONE, "frame_func unset"))
+				return;
+			u->offsets.frame_func = p->offsets.frame_func;
 			ASSERT_OK(memcmp(&u->offsets, &p->offsets, sizeof(u->offsets)),
 				  "offsets from _Py_DebugOffsets == generated");
 			dbg[0] = 'X';

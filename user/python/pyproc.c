@@ -250,6 +250,8 @@ static int apply_debug(const struct ct_py_debug_layout *l, const unsigned char *
 		o->code_code = CT_PY_NONE;
 		/* The debug offsets carry native_thread_id; thread_id is not needed then. */
 		o->tstate_thread_id = CT_PY_NONE;
+		o->frame_func =
+		    CT_PY_NONE; /* not in the debug offsets: no looking through wrappers */
 		o->unicode_compact_data = o->unicode_ascii_data + 16;
 	}
 	out->debug_mismatches = mism;
