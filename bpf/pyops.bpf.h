@@ -6,7 +6,10 @@
  * code enters (3.11+: calls of Python functions from Python are inlined and not seen;
  * 3.10: every frame). Filtering is here: a code object that user space marked SKIP
  * costs one map lookup and sends nothing. Exits pair with entries by the number of
- * activations on the thread.
+ * activations on the thread. A code object marked WRAP (a functools.wraps wrapper C
+ * enters in place of what it wraps: torch 2.x's _disable_dynamo around
+ * DTensor.__torch_dispatch__) is judged by the frame's function object instead, the
+ * wrapped function's locals being the items of the wrapper's args tuple.
  */
 #ifndef CT_PYOPS_BPF_H
 #define CT_PYOPS_BPF_H
@@ -28,20 +31,28 @@ struct {
 
 static struct ct_op_thread zero_op_thread;
 
+/* What an entry sends besides its code: the frame's first two locals (a wrapper's: its args
+ * tuple's first two items) and how the code was judged. */
+struct op_entry {
+	__u64 self, arg1, func;
+	__u8 unclassified, wrapped;
+};
+
 static __always_inline void fill_op(struct ct_op_event *ev, __u8 type, __u64 pid_tgid, __u64 code,
-				    __u64 self, __u64 arg1, __u8 unclassified, __u8 has_vals)
+				    const struct op_entry *e, __u8 has_vals)
 {
 	fill_hdr(&ev->hdr, type, 0, pid_tgid, 0, bpf_ktime_get_ns());
 	ev->code = code;
-	ev->self = self;
-	ev->arg1 = arg1;
-	ev->unclassified = unclassified;
+	ev->self = e->self;
+	ev->arg1 = e->arg1;
+	ev->func = e->func;
+	ev->unclassified = e->unclassified;
 	ev->has_vals = has_vals;
+	ev->wrapped = e->wrapped;
 	__builtin_memset(ev->pad, 0, sizeof(ev->pad));
 }
 
-static __always_inline int emit_op(__u8 type, __u64 pid_tgid, __u64 code, __u64 self, __u64 arg1,
-				   __u8 unclassified)
+static __always_inline int emit_op(__u8 type, __u64 pid_tgid, __u64 code, const struct op_entry *e)
 {
 	struct ct_op_event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 
@@ -49,7 +60,7 @@ static __always_inline int emit_op(__u8 type, __u64 pid_tgid, __u64 code, __u64 
 		count_drop(CT_DROP_OPS);
 		return 0;
 	}
-	fill_op(ev, type, pid_tgid, code, self, arg1, unclassified, 0);
+	fill_op(ev, type, pid_tgid, code, e, 0);
 	bpf_ringbuf_submit(ev, wakeup_flag());
 	return 0;
 }
@@ -71,6 +82,9 @@ static __always_inline void describe_val(const struct ct_pyproc_bpf *pp, __u64 o
 	if (!obj)
 		return;
 	v->type = rd64(obj + pp->off.object_type);
+	/* Its placements, read later, must not depend on the DTensor outliving the op. */
+	if (pv->spec_slot)
+		v->spec = rd64(obj + pv->spec_slot);
 	if (!pv->ti_dtype)
 		return;
 	if (bpf_probe_read_user(&borrowed, 1, (void *)(obj + pv->thp_borrowed)) || borrowed > 1)
@@ -114,7 +128,7 @@ static __always_inline void describe_vals(const struct ct_pyproc_bpf *pp, __u64 
 }
 
 static __always_inline int emit_op_vals(const struct ct_pyproc_bpf *pp, __u8 type, __u64 pid_tgid,
-					__u64 code, __u64 self, __u64 arg1, __u64 obj, bool tuple)
+					__u64 code, const struct op_entry *e, __u64 obj, bool tuple)
 {
 	struct ct_op_vals_event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 
@@ -122,7 +136,7 @@ static __always_inline int emit_op_vals(const struct ct_pyproc_bpf *pp, __u8 typ
 		count_drop(CT_DROP_OPS);
 		return 0;
 	}
-	fill_op(&ev->op, type, pid_tgid, code, self, arg1, 0, 1);
+	fill_op(&ev->op, type, pid_tgid, code, e, 1);
 	__builtin_memset(&ev->vals, 0, sizeof(ev->vals));
 	describe_vals(pp, obj, tuple, &ev->vals);
 	bpf_ringbuf_submit(ev, wakeup_flag());
@@ -137,13 +151,23 @@ static __always_inline bool is_tuple(const struct ct_pyproc_bpf *pp, __u64 obj)
 	return type && (rd64(type + pp->vals.type_flags) & pp->vals.tuple_flag);
 }
 
+/* Item i of the tuple at tuple (n items), or 0. */
+static __always_inline __u64 tuple_item(const struct ct_pyproc_bpf *pp, __u64 tuple, __u64 n,
+					__u32 i)
+{
+	return i < n ? rd64(tuple + pp->vals.tuple_items + 8 * (i & 15)) : 0;
+}
+
 SEC("uprobe")
 int ct_py_enter(struct pt_regs *ctx)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid(), frame = PT_REGS_PARM2(ctx), self, arg1;
+	__u64 pid_tgid = bpf_get_current_pid_tgid(), frame = PT_REGS_PARM2(ctx), args = 0,
+	      nargs = 0;
+	__u64 locals;
 	__u32 tid = (__u32)pid_tgid, n;
 	struct ct_op_key key = {.tgid = pid_tgid >> 32};
 	struct ct_pyproc_bpf *pp = bpf_map_lookup_elem(&pyprocs, &key.tgid);
+	struct op_entry e = {};
 	struct ct_op_thread *t;
 	__u8 *verdict, argidx;
 
@@ -157,8 +181,21 @@ int ct_py_enter(struct pt_regs *ctx)
 			return 0;
 	}
 	t->depth++;
+	locals = frame + pp->off.frame_localsplus;
 	key.code = rd64(frame + pp->off.frame_code);
 	verdict = bpf_map_lookup_elem(&op_codes, &key);
+	if (verdict && (*verdict & CT_OPV_WRAP)) {
+		/* def inner(*args, **kwargs): judged by its function, read through its args */
+		if (pp->off.frame_func == CT_PY_NONE)
+			return 0;
+		key.code = rd64(frame + pp->off.frame_func);
+		args = rd64(locals);
+		if (!key.code || !is_tuple(pp, args))
+			return 0;
+		nargs = rd64(args + pp->vals.var_size);
+		e.wrapped = CT_OP_WRAPPED;
+		verdict = bpf_map_lookup_elem(&op_codes, &key);
+	}
 	if (verdict && *verdict == CT_OPV_SKIP)
 		return 0;
 	n = t->n;
@@ -171,17 +208,32 @@ int ct_py_enter(struct pt_regs *ctx)
 	t->at[n & (CT_OPS_MAX_DEPTH - 1)].vals = argidx != 0;
 	t->at[n & (CT_OPS_MAX_DEPTH - 1)].code = key.code;
 	t->n = n + 1;
-	self = rd64(frame + pp->off.frame_localsplus);
-	if (self && pp->cell_type && rd64(self + pp->off.object_type) == pp->cell_type)
-		self = rd64(self + pp->off.object_type + 8); /* PyCellObject.ob_ref */
-	arg1 = rd64(frame + pp->off.frame_localsplus + 8);
-	if (argidx) {
-		__u64 args = rd64(frame + pp->off.frame_localsplus + 8 * ((argidx - 1) & 15));
-
-		return emit_op_vals(pp, CT_EV_OP, pid_tgid, key.code, self, arg1, args,
-				    is_tuple(pp, args));
+	e.unclassified = !verdict;
+	if (e.wrapped) {
+		e.self = tuple_item(pp, args, nargs, 0);
+		e.arg1 = tuple_item(pp, args, nargs, 1);
+	} else {
+		e.self = rd64(locals);
+		if (e.self && pp->cell_type && rd64(e.self + pp->off.object_type) == pp->cell_type)
+			e.self = rd64(e.self + pp->off.object_type + 8); /* PyCellObject.ob_ref */
+		e.arg1 = rd64(locals + 8);
 	}
-	return emit_op(CT_EV_OP, pid_tgid, key.code, self, arg1, !verdict);
+	if (!verdict && !e.wrapped && pp->off.frame_func != CT_PY_NONE) {
+		/* Not judged yet: if it is a wrapper, this call is told apart by what follows. */
+		args = rd64(locals);
+		if (is_tuple(pp, args)) {
+			e.func = rd64(frame + pp->off.frame_func);
+			e.wrapped = CT_OP_MAYBE_WRAPPER;
+			return emit_op_vals(pp, CT_EV_OP, pid_tgid, key.code, &e, args, true);
+		}
+	}
+	if (argidx) {
+		__u64 vals = e.wrapped ? tuple_item(pp, args, nargs, (argidx - 1) & 15)
+				       : rd64(locals + 8 * ((argidx - 1) & 15));
+
+		return emit_op_vals(pp, CT_EV_OP, pid_tgid, key.code, &e, vals, is_tuple(pp, vals));
+	}
+	return emit_op(CT_EV_OP, pid_tgid, key.code, &e);
 }
 
 SEC("uretprobe")
@@ -190,6 +242,7 @@ int ct_py_exit(struct pt_regs *ctx)
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid, n, tgid = pid_tgid >> 32;
 	struct ct_op_thread *t = bpf_map_lookup_elem(&op_threads, &tid);
+	struct op_entry e = {};
 	struct ct_pyproc_bpf *pp;
 	__u64 code, ret;
 
@@ -206,10 +259,10 @@ int ct_py_exit(struct pt_regs *ctx)
 			 : NULL;
 		if (pp) {
 			ret = PT_REGS_RC(ctx); /* the PyObject * returned, NULL on an exception */
-			return emit_op_vals(pp, CT_EV_OPEXIT, pid_tgid, code, 0, 0, ret,
+			return emit_op_vals(pp, CT_EV_OPEXIT, pid_tgid, code, &e, ret,
 					    is_tuple(pp, ret));
 		}
-		return emit_op(CT_EV_OPEXIT, pid_tgid, code, 0, 0, 0);
+		return emit_op(CT_EV_OPEXIT, pid_tgid, code, &e);
 	}
 	t->depth--;
 	return 0;

@@ -18,7 +18,7 @@ _Static_assert(sizeof(struct ct_call_event) == 24 + 16 + 8 * CT_NVAL + 8 + 32 * 
 	       "ct_call_event layout");
 _Static_assert(sizeof(struct ct_pyframe_raw) == 32, "ct_pyframe_raw layout");
 _Static_assert(sizeof(struct ct_ret_event) == 48, "ct_ret_event layout");
-_Static_assert(sizeof(struct ct_op_event) == 56, "ct_op_event layout");
+_Static_assert(sizeof(struct ct_op_event) == 64, "ct_op_event layout");
 _Static_assert(sizeof(struct ct_proc_event) == 48, "ct_proc_event layout");
 _Static_assert(sizeof(struct ct_frame) == 40, "ct_frame layout");
 

@@ -16,6 +16,7 @@
 #include "commtrace.skel.h"
 #include "pystacks.h"
 #include "commtrace/pyoffsets.h"
+#include "python/autograd.h"
 #include "python/objects.h"
 #include "python/opvals.h"
 #include "python/params.h"
@@ -47,38 +48,14 @@ struct name_slot {
 	unsigned int fallback; /* module_label: lookups that fell back to the class name */
 };
 
-/*
- * Autograd contexts (THPFunction_new, user/catalog/torch_python.c): the module path of the
- * forward that created each, by (pid, ctx), for the backward collectives it issues. A
- * direct-mapped table: a ctx whose slot a newer one took is counted as replaced, and its
- * backward then has no module (counted as unattributed).
- */
-#define CTX_CACHE    8192
-#define CTX_MAX_PATH 16
+/* --ops: the function a functools.wraps wrapper wraps, as its code object, by (pid, wrapper
+ * function). A wrapper made per function lives as long as it; a stale slot only costs a
+ * misjudged wrapper until its verdict is evicted, and the symbolizer checks the code. */
+#define WRAP_CACHE 256
 
-struct ctx_path {
-	uint8_t n;
-	struct ct_tree_frame f[CTX_MAX_PATH]; /* its module frames, outermost first */
-};
-
-struct ctx_slot {
+struct wrap_slot {
 	pid_t pid;
-	uint64_t ctx;
-	struct ctx_path path;
-};
-
-/*
- * Between THPFunction_new's entry (the stack) and its return (the ctx), per thread; and the
- * contexts made there lately whose module has not called a child since (open).
- */
-#define CTX_OPEN 8
-
-struct ctx_pending {
-	pid_t pid, tid;
-	bool entered; /* path is the stack of the call in flight */
-	struct ctx_path path;
-	uint64_t open[CTX_OPEN];
-	int nopen;
+	uint64_t func, code;
 };
 
 struct ct_pystate {
@@ -86,26 +63,33 @@ struct ct_pystate {
 	struct ct_profiles profiles;
 	struct role_slot roles[ROLE_CACHE];
 	struct name_slot names[NAME_CACHE];
+	struct wrap_slot wraps[WRAP_CACHE];
 	struct ct_py_counts counts;
 	struct ct_ops_stats ops;
 	struct ct_opvals_cache *vals;			/* --ops: op argument and result types */
 	struct ct_pyframe frames_buf[CT_PY_MAX_FRAMES]; /* one stack, symbolized */
 	int frames_rc[CT_PY_MAX_FRAMES];
-	struct ctx_slot *ctxs; /* CTX_CACHE */
-	struct ctx_pending pending[CT_TREE_MAX_THREADS];
-	struct ct_autograd_stats autograd;
+	struct ct_ctxtab *ctxs; /* autograd contexts' forward module paths */
 };
 
-/* --ops: per process, the calls in flight on each thread as BPF sent them. */
-struct ct_pyops {
+/*
+ * --ops: per process, the calls in flight on each thread as BPF sent them; and, once the
+ * thread ran an autograd Function's backward (BackwardCFunction.apply), the forward module
+ * path of its ctx, under which the backward's ops go until the next module entry.
+ */
+struct ops_thread {
+	pid_t tid;
+	int n;
 	struct {
-		pid_t tid;
-		int n;
-		struct {
-			int32_t node; /* its tree node, or -1 (not kept, or merged) */
-			uint64_t code;
-		} at[CT_OPS_MAX_DEPTH];
-	} threads[CT_TREE_MAX_THREADS];
+		int32_t node; /* its tree node, or -1 (not kept, or merged) */
+		uint64_t code;
+	} at[CT_OPS_MAX_DEPTH];
+	bool backward;
+	struct ct_ctx_path bwd;
+};
+
+struct ct_pyops {
+	struct ops_thread threads[CT_TREE_MAX_THREADS];
 };
 
 int ct_py_init(struct ct_session *s, char *err, size_t errlen)
@@ -117,11 +101,11 @@ int ct_py_init(struct ct_session *s, char *err, size_t errlen)
 		return -ENOMEM;
 	st->sym = ct_pysym_cache_new(CT_PYSYM_DEFAULT_CAP);
 	st->vals = ct_opvals_cache_new();
-	st->ctxs = calloc(CTX_CACHE, sizeof(*st->ctxs));
+	st->ctxs = ct_ctxtab_new();
 	if (!st->sym || !st->vals || !st->ctxs) {
 		ct_pysym_cache_free(st->sym);
 		ct_opvals_cache_free(st->vals);
-		free(st->ctxs);
+		ct_ctxtab_free(st->ctxs);
 		free(st);
 		return -ENOMEM;
 	}
@@ -131,7 +115,7 @@ int ct_py_init(struct ct_session *s, char *err, size_t errlen)
 		if (rc) {
 			ct_pysym_cache_free(st->sym);
 			ct_opvals_cache_free(st->vals);
-			free(st->ctxs);
+			ct_ctxtab_free(st->ctxs);
 			free(st);
 			return rc;
 		}
@@ -146,7 +130,7 @@ void ct_py_free(struct ct_session *s)
 		return;
 	ct_pysym_cache_free(s->py->sym);
 	ct_opvals_cache_free(s->py->vals);
-	free(s->py->ctxs);
+	ct_ctxtab_free(s->py->ctxs);
 	free(s->py);
 	s->py = NULL;
 }
@@ -208,6 +192,7 @@ static void fill_vals(const struct ct_proc *p, const struct ct_torch_layout *tl,
 		v->ti_dtype = tl->ti_dtype;
 		v->inline_max = tl->inline_max;
 	}
+	v->spec_slot = p->spec_slot;
 }
 
 static int update_pyproc(struct ct_session *s, struct ct_proc *p, const struct ct_torch_layout *tl)
@@ -462,19 +447,6 @@ static const char *node_name(struct ct_pystate *st, struct ct_proc *p, const str
 	return frame_name(r, f);
 }
 
-static struct ctx_slot *ctx_slot(struct ct_pystate *st, pid_t pid, uint64_t ctx)
-{
-	return &st->ctxs[((ctx >> 4) ^ (uint64_t)pid * 0x9e3779b97f4a7c15ULL) % CTX_CACHE];
-}
-
-/* The forward module path of an autograd ctx, or NULL when it is not (or no longer) known. */
-static const struct ctx_path *ctx_find(struct ct_pystate *st, pid_t pid, uint64_t ctx)
-{
-	struct ctx_slot *c = ctx ? ctx_slot(st, pid, ctx) : NULL;
-
-	return c && c->pid == pid && c->ctx == ctx ? &c->path : NULL;
-}
-
 /* A stack resolved; *autograd: 1 under a known autograd ctx, -1 under an unknown one. */
 static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
 		   struct ct_py_resolved *out, int *autograd)
@@ -536,7 +508,7 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 			/* The backward of a Function: its collectives belong to the module whose
 			 * forward created the ctx; what the stack held above (the engine, the
 			 * training loop) is replaced by that module's path. */
-			const struct ctx_path *cp = ctx_find(st, p->pid, raw->self);
+			const struct ct_ctx_path *cp = ct_ctxtab_find(st->ctxs, p->pid, raw->self);
 
 			backward = true;
 			if (!cp) {
@@ -634,132 +606,35 @@ int ct_py_resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call_
 
 	/* what the collectives' attribution did (a context's own stack is not one) */
 	if (!rc && autograd > 0)
-		s->py->autograd.attributed++;
+		ct_ctxtab_stats(s->py->ctxs)->attributed++;
 	else if (!rc && autograd < 0)
-		s->py->autograd.unattributed++;
+		ct_ctxtab_stats(s->py->ctxs)->unattributed++;
 	return rc;
-}
-
-static struct ctx_pending *ctx_pending(struct ct_pystate *st, pid_t pid, pid_t tid, bool add)
-{
-	struct ctx_pending *free_slot = NULL;
-
-	for (int i = 0; i < CT_TREE_MAX_THREADS; i++) {
-		if (st->pending[i].pid == pid && st->pending[i].tid == tid)
-			return &st->pending[i];
-		if (!st->pending[i].tid && !free_slot)
-			free_slot = &st->pending[i];
-	}
-	if (!add)
-		return NULL;
-	/* More threads creating contexts at once than slots: reuse one by tid. */
-	return free_slot ? free_slot : &st->pending[tid % CT_TREE_MAX_THREADS];
 }
 
 void ct_py_ctx_enter(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev)
 {
 	struct ct_pystate *st = s->py;
 	struct ct_py_resolved *r;
-	struct ctx_pending *pd;
 	int autograd;
 
 	if (!st || !p->has_python)
 		return;
 	r = malloc(sizeof(*r));
-	if (!r || resolve(s, p, ev, r, &autograd)) {
-		free(r);
-		return;
-	}
-	pd = ctx_pending(st, p->pid, (pid_t)ev->hdr.tid, true);
-	if (pd->pid != p->pid || pd->tid != (pid_t)ev->hdr.tid)
-		pd->nopen = 0; /* the slot changes threads: the other's contexts stay as they are */
-	pd->pid = p->pid;
-	pd->tid = (pid_t)ev->hdr.tid;
-	pd->entered = true;
-	pd->path.n = 0;
-	for (int i = 0; i < r->call.npath && pd->path.n < CTX_MAX_PATH; i++)
-		if (r->path[i].type == CT_NODE_MODULE)
-			pd->path.f[pd->path.n++] = r->path[i];
+	if (r && !resolve(s, p, ev, r, &autograd))
+		ct_ctxtab_enter(st->ctxs, p->pid, (pid_t)ev->hdr.tid, r->path, r->call.npath);
 	free(r);
-}
-
-/* Whether p's frames begin q's. */
-static bool begins(const struct ctx_path *p, const struct ctx_path *q)
-{
-	if (q->n < p->n)
-		return false;
-	for (int i = 0; i < p->n; i++)
-		if (q->f[i].code != p->f[i].code || q->f[i].self != p->f[i].self)
-			return false;
-	return true;
-}
-
-/*
- * CommDebugMode names, in the backward, the module whose output gradient was ready last: for
- * a context a module made before calling its children (an input redistribution in its
- * forward pre-hook), that is its first child called afterwards, the last one whose output
- * gradient the backward produces. The context's path gets that child when the next context
- * of the thread is made inside it; a context made elsewhere closes the question.
- */
-static void ctx_children(struct ct_pystate *st, struct ctx_pending *pd, pid_t pid)
-{
-	int keep = 0;
-
-	for (int i = 0; i < pd->nopen; i++) {
-		const struct ctx_path *cp = ctx_find(st, pid, pd->open[i]);
-		struct ctx_slot *c;
-
-		if (!cp)
-			continue;
-		if (pd->path.n > cp->n && begins(cp, &pd->path)) { /* a call inside its module */
-			c = ctx_slot(st, pid, pd->open[i]);
-			if (c->path.n < CTX_MAX_PATH) {
-				c->path.f[c->path.n] = pd->path.f[c->path.n];
-				c->path.n++;
-			}
-			continue;
-		}
-		if (pd->path.n == cp->n && begins(cp, &pd->path))
-			pd->open[keep++] = pd->open[i]; /* still in the same module: wait on */
-	}
-	pd->nopen = keep;
 }
 
 void ct_py_ctx_created(struct ct_session *s, struct ct_proc *p, uint32_t tid, uint64_t ctx)
 {
-	struct ct_pystate *st = s->py;
-	struct ctx_pending *pd = st ? ctx_pending(st, p->pid, (pid_t)tid, false) : NULL;
-	struct ctx_slot *c;
-
-	if (!pd || !pd->entered)
-		return; /* its entry had no stack (or was lost): no module to give it */
-	ctx_children(st, pd, p->pid);
-	if (ctx) {
-		c = ctx_slot(st, p->pid, ctx);
-		if (c->ctx && (c->pid != p->pid || c->ctx != ctx))
-			st->autograd.replaced++;
-		ct_debug(
-		    "commtrace: pid %d tid %u: autograd ctx 0x%llx from a path of %d modules%s\n",
-		    p->pid, tid, (unsigned long long)ctx, pd->path.n,
-		    c->ctx && c->ctx != ctx ? " (a slot taken over)" : "");
-		c->pid = p->pid;
-		c->ctx = ctx;
-		c->path = pd->path;
-		st->autograd.contexts++;
-		if (pd->nopen == CTX_OPEN) {
-			memmove(pd->open, pd->open + 1, sizeof(pd->open[0]) * (CTX_OPEN - 1));
-			pd->nopen--;
-		}
-		pd->open[pd->nopen++] = ctx;
-	}
-	/* The path is this call's; the open contexts are the thread's. */
-	pd->path.n = 0;
-	pd->entered = false;
+	if (s->py)
+		ct_ctxtab_created(s->py->ctxs, p->pid, (pid_t)tid, ctx);
 }
 
 const struct ct_autograd_stats *ct_py_autograd_stats(const struct ct_session *s)
 {
-	return s->py ? &s->py->autograd : NULL;
+	return s->py ? ct_ctxtab_stats(s->py->ctxs) : NULL;
 }
 
 const struct ct_py_counts *ct_py_counts(const struct ct_session *s)
@@ -773,7 +648,7 @@ static void set_verdict(struct ct_session *s, struct ct_proc *p, uint64_t code,
 			const struct ct_rule *r)
 {
 	struct ct_op_key key = {.tgid = (__u32)p->pid, .code = code};
-	__u8 v = r ? CT_OPV_KEEP : CT_OPV_SKIP;
+	__u8 v = !r ? CT_OPV_SKIP : r->role == CT_ROLE_WRAPPER ? CT_OPV_WRAP : CT_OPV_KEEP;
 
 	if (!s->skel)
 		return;
@@ -785,27 +660,148 @@ static void set_verdict(struct ct_session *s, struct ct_proc *p, uint64_t code,
 		s->py->ops.verdicts++;
 }
 
+/*
+ * A DTensor's placements are read from its _spec, which BPF takes with the op's values once
+ * it knows the slot: found here on the first DTensor described (while it is alive: this
+ * op's own values, read at its entry).
+ */
+static void find_spec_slot(struct ct_session *s, struct ct_proc *p, const struct ct_op_vals *vals,
+			   const struct ct_values *v)
+{
+	const struct ct_py_objoffsets *oo = ct_py_objoffsets_for(p->py.major, p->py.minor);
+	uint64_t off;
+
+	for (int i = 0; i < v->n && !p->spec_slot; i++) {
+		if (!v->v[i].placements || strcmp(v->v[i].kind, "DTensor") ||
+		    ct_py_slot_offset(p->pid, oo, &p->py.offsets, vals->v[i].obj, "_spec", &off) ||
+		    !off || off >= CT_PY_NONE)
+			continue;
+		p->spec_slot = (uint16_t)off;
+		if (update_pyproc(s, p, p->torch_layout))
+			p->spec_slot = 0;
+		else
+			ct_info("commtrace: pid %d: DTensor placements taken at each op (_spec at "
+				"+%llu)\n",
+				p->pid, (unsigned long long)off);
+	}
+}
+
 static void set_values(struct ct_session *s, struct ct_proc *p, int32_t node, bool outputs,
-		       const struct ct_op_event *ev)
+		       const struct ct_op_vals *vals)
 {
 	struct ct_values v;
 
-	if (node < 0 || !ev->has_vals)
+	if (node < 0 || !vals)
 		return;
-	ct_opvals_describe(s->py->vals, p->pid, &p->py, p->torch_layout,
-			   &((const struct ct_op_vals_event *)ev)->vals, &v);
+	ct_opvals_describe(s->py->vals, p->pid, &p->py, p->torch_layout, vals, &v);
+	if (!p->spec_slot && !outputs)
+		find_spec_slot(s, p, vals, &v);
 	ct_tree_set_values(&p->tree, node, outputs, &v);
+}
+
+static const struct ct_op_vals *vals_of(const struct ct_op_event *ev)
+{
+	return ev->has_vals ? &((const struct ct_op_vals_event *)ev)->vals : NULL;
+}
+
+/* The code object of what the wrapper function func wraps (its __wrapped__). */
+static int wrapped_code(struct ct_pystate *st, struct ct_proc *p, uint64_t func, uint64_t *code)
+{
+	const struct ct_py_objoffsets *oo = ct_py_objoffsets_for(p->py.major, p->py.minor);
+	struct wrap_slot *w = &st->wraps[(func >> 4 ^ (uint64_t)p->pid) % WRAP_CACHE];
+	uint64_t fn;
+	int rc;
+
+	if (w->code && w->pid == p->pid && w->func == func) {
+		*code = w->code;
+		return 0;
+	}
+	if (!oo)
+		return -ENOTSUP;
+	rc = ct_py_getattr(p->pid, oo, &p->py.offsets, func, "__wrapped__", &fn);
+	if (!rc)
+		rc = ct_py_read_mem(p->pid, fn + oo->func_code, code, sizeof(*code));
+	if (rc)
+		return rc;
+	*w = (struct wrap_slot){.pid = p->pid, .func = func, .code = *code};
+	return 0;
+}
+
+/* One entry as judged: the frame that names it and what it was called with. */
+struct op_call {
+	uint64_t key; /* what BPF keys its verdict by: the code, or a wrapper's function */
+	uint64_t code, self, arg1;
+	const struct ct_op_vals *vals;
+	struct ct_pyframe f;
+	const struct ct_rule *rule; /* a module or op rule, else NULL */
+	bool autograd;		    /* an autograd Function's backward, self its ctx */
+};
+
+/*
+ * Judge an entry by its frame's rule; a wrapper's call by the rule of the function it wraps,
+ * with the wrapper's args as that function's locals. Tells BPF the verdicts it lacked. 0, or
+ * -errno when a code object could not be read (the process exited).
+ */
+static int judge_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_event *ev,
+		    struct op_call *c)
+{
+	struct ct_pystate *st = s->py;
+	const struct ct_op_vals *v = vals_of(ev);
+	const struct ct_rule *r = NULL;
+	bool through = ev->wrapped == CT_OP_WRAPPED; /* judged by what a wrapper wraps */
+	int rc = 0;
+
+	*c =
+	    (struct op_call){.key = ev->code, .code = ev->code, .self = ev->self, .arg1 = ev->arg1};
+	if (ev->wrapped == CT_OP_WRAPPED)
+		rc = wrapped_code(st, p, ev->code, &c->code);
+	if (!rc)
+		rc = ct_py_symbolize(st->sym, p->pid, &p->py.offsets, c->code, 0, &c->f);
+	if (!rc)
+		r = role_of(st, p->pid, c->code, &c->f);
+	if (!rc && r && r->role == CT_ROLE_WRAPPER && ev->wrapped == CT_OP_MAYBE_WRAPPER && v) {
+		/* Its first call, sent before BPF knew: the args tuple's items came with it. */
+		set_verdict(s, p, ev->code, r);
+		c->key = ev->func;
+		c->self = v->n > 0 ? v->v[0].obj : 0;
+		c->arg1 = v->n > 1 ? v->v[1].obj : 0;
+		v = NULL; /* the op's own values were not read: not described */
+		through = true;
+		rc = wrapped_code(st, p, ev->func, &c->code);
+		if (!rc)
+			rc = ct_py_symbolize(st->sym, p->pid, &p->py.offsets, c->code, 0, &c->f);
+		r = rc ? NULL : role_of(st, p->pid, c->code, &c->f);
+	} else if (ev->wrapped == CT_OP_MAYBE_WRAPPER) {
+		v = NULL; /* not a wrapper: the items were of its first argument */
+	}
+	c->vals = v;
+	/* Helpers and backward markers name collectives, not calls. Redistributions come from
+	 * the collectives' stacks (tree.c): the frames C enters inside one are its internals
+	 * (a sorted() key's lambda, an __init__), one node each. A wrapper inside a wrapper is
+	 * not looked through. */
+	c->autograd = r && r->role == CT_ROLE_AUTOGRAD;
+	if (r && r->role != CT_ROLE_MODULE && r->role != CT_ROLE_OP && !c->autograd)
+		r = r->role == CT_ROLE_WRAPPER && !through ? r : NULL;
+	if (rc == -ESRCH)
+		return rc; /* judged again if the process is still there next time */
+	if (ev->unclassified || c->key != ev->code)
+		set_verdict(s, p, c->key, r);
+	else if (!r)
+		st->ops.unwanted++;
+	c->rule = r && (r->role == CT_ROLE_MODULE || r->role == CT_ROLE_OP) ? r : NULL;
+	return rc;
 }
 
 void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_event *ev)
 {
 	struct ct_pystate *st = s->py;
 	struct ct_pyops *ops = p->ops;
-	const struct ct_rule *r = NULL;
+	const struct ct_rule *r;
 	const struct ct_node *top;
-	struct ct_pyframe f;
+	struct op_call c;
+	struct ops_thread *th;
 	int32_t node = -1;
-	int slot = -1, n;
+	int slot = -1, n, rc;
 
 	if (!st || !ops)
 		return;
@@ -827,44 +823,64 @@ void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_eve
 			return;
 		}
 		ops->threads[slot].n = --n;
-		set_values(s, p, ops->threads[slot].at[n].node, true, ev);
+		set_values(s, p, ops->threads[slot].at[n].node, true, vals_of(ev));
 		ct_tree_exit(&p->tree, ev->hdr.tid, ops->threads[slot].at[n].node, ev->hdr.ts);
 		return;
 	}
 	st->ops.entries++;
 	if (ev->unclassified)
 		st->ops.unclassified++;
-	if (!ct_py_symbolize(st->sym, p->pid, &p->py.offsets, ev->code, 0, &f)) {
-		r = role_of(st, p->pid, ev->code, &f);
-		/* Helpers and backward markers name collectives, not calls. Redistributions
-		 * come from the collectives' stacks (tree.c): the frames C enters inside one
-		 * are its internals (a sorted() key's lambda, an __init__), one node each. */
-		if (r && r->role != CT_ROLE_MODULE && r->role != CT_ROLE_OP)
-			r = NULL;
-		if (ev->unclassified)
-			set_verdict(s, p, ev->code, r);
-		else if (!r)
-			st->ops.unwanted++;
-	} else {
+	rc = judge_op(s, p, ev, &c);
+	if (rc) {
 		st->ops.unresolved++; /* the process exited before its code object was read */
+		ct_debug("commtrace: pid %d: --ops: 0x%llx%s not judged: %s\n", p->pid,
+			 (unsigned long long)ev->code, ev->wrapped ? " (a wrapper's)" : "",
+			 strerror(-rc));
+	}
+	r = c.rule;
+	th = &ops->threads[slot];
+	if (c.autograd) {
+		const struct ct_ctx_path *cp = ct_ctxtab_find(st->ctxs, p->pid, c.self);
+
+		/* An unknown ctx (made before the attach): the backward's ops under no module. */
+		th->backward = true;
+		th->bwd = cp ? *cp : (struct ct_ctx_path){0};
 	}
 	if (r) {
 		uint8_t type = node_type(r);
 		const struct ct_node *mod =
 		    ct_tree_open_node(&p->tree, ev->hdr.tid, CT_NODE_MODULE);
+		const char *name;
 
 		st->ops.kept++;
 		top = ct_tree_open_node(&p->tree, ev->hdr.tid, 0);
-		/* One node per module call (_wrapped_call_impl then _call_impl), as for
-		 * stacks. */
-		if (!(top && top->type == type && type == CT_NODE_MODULE && top->self == ev->self))
-			node = ct_tree_enter(&p->tree, ev->hdr.tid, type,
-					     node_name(st, p, r, &f, type, mod ? mod->self : 0,
-						       mod ? mod->name : NULL, ev->self, ev->arg1),
-					     ev->code, ev->self, ev->hdr.ts);
+		if (type == CT_NODE_MODULE)
+			th->backward = false; /* a forward */
+		if (th->backward && !top) {
+			/* A backward op: at its autograd Function's forward modules. */
+			const struct ct_tree_frame *in =
+			    th->bwd.n ? &th->bwd.f[th->bwd.n - 1] : NULL;
+
+			name = node_name(st, p, r, &c.f, type, in ? in->self : 0,
+					 in ? in->name : NULL, c.self, c.arg1);
+			node = ct_tree_enter_beside(&p->tree, ev->hdr.tid, th->bwd.f, th->bwd.n,
+						    type, name, c.code, c.self, ev->hdr.ts);
+		} else if (!(top && top->type == type && type == CT_NODE_MODULE &&
+			     top->self == c.self)) {
+			/* One node per module call (_wrapped_call_impl then _call_impl), as for
+			 * stacks. */
+			name = node_name(st, p, r, &c.f, type, mod ? mod->self : 0,
+					 mod ? mod->name : NULL, c.self, c.arg1);
+			node = ct_tree_enter(&p->tree, ev->hdr.tid, type, name, c.code, c.self,
+					     ev->hdr.ts);
+		}
 		if (type == CT_NODE_MODULE && !mod)
-			p->root_module = ev->self;
-		set_values(s, p, node, false, ev);
+			p->root_module = c.self;
+		if (type == CT_NODE_OP && node >= 0 &&
+		    ct_py_is_class(p->pid, ct_py_objoffsets_for(p->py.major, p->py.minor),
+				   &p->py.offsets, c.self))
+			ct_tree_set_dispatcher(&p->tree, node, object_label(st, p, c.self, true));
+		set_values(s, p, node, false, c.vals);
 	}
 	if (n >= CT_OPS_MAX_DEPTH) {
 		st->ops.lost++;

@@ -3,6 +3,7 @@
 #ifndef CT_PYSTACKS_H
 #define CT_PYSTACKS_H
 
+#include "python/autograd.h"
 #include "session.h"
 #include "targets.h"
 
@@ -43,13 +44,6 @@ void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_eve
  * stack (the forward) gives the module path, its return the ctx; a backward collective
  * under BackwardCFunction.apply(ctx) is then put under that module (ct_py_resolve).
  */
-struct ct_autograd_stats {
-	uint64_t contexts;     /* contexts recorded with their module path */
-	uint64_t replaced;     /* of them, dropped from the table by a newer one */
-	uint64_t attributed;   /* backward collectives put under their forward's module */
-	uint64_t unattributed; /* backward collectives whose ctx was not (or no longer) known */
-};
-
 void ct_py_ctx_enter(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev);
 void ct_py_ctx_created(struct ct_session *s, struct ct_proc *p, uint32_t tid, uint64_t ctx);
 const struct ct_autograd_stats *ct_py_autograd_stats(const struct ct_session *s);

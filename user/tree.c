@@ -187,10 +187,46 @@ static int32_t redistributions_below(struct ct_tree *t, int32_t parent,
 	return parent;
 }
 
+/*
+ * --ops: open a backward pass's module path beside the thread's open path, reusing its
+ * nodes as far as they are the same frames (one node per module and pass: the pass ends
+ * at the thread's next module entry, ct_tree_enter). The innermost node, -1 for an empty
+ * path, or -2 when a node could not be made.
+ */
+static int32_t open_beside(struct ct_tree *t, struct ct_tree_thread *th,
+			   const struct ct_tree_frame *path, int npath)
+{
+	struct ct_tree_path *side = &th->side;
+	int32_t parent, node;
+	int keep = 0;
+
+	if (npath > CT_TREE_MAX_DEPTH - 2)
+		npath = CT_TREE_MAX_DEPTH - 2; /* room for the call under it */
+	while (keep < npath && keep < side->nopen &&
+	       same_frame(&t->nodes[side->open[keep]], &path[keep]))
+		keep++;
+	side->nopen = keep;
+	side->phase = CT_PHASE_BACKWARD;
+	parent = keep ? side->open[keep - 1] : -1;
+	for (int i = keep; i < npath; i++) {
+		node = new_node(t, parent, path[i].type, path[i].name);
+		if (node < 0) {
+			t->dropped++;
+			return -2;
+		}
+		t->nodes[node].code = path[i].code;
+		t->nodes[node].self = path[i].self;
+		t->nodes[node].phase = CT_PHASE_BACKWARD;
+		side->open[side->nopen++] = node;
+		parent = node;
+	}
+	return parent;
+}
+
 int32_t ct_tree_add_call(struct ct_tree *t, const struct ct_tree_call *c)
 {
 	struct ct_tree_thread *th = thread_of(t, c->tid);
-	struct ct_tree_path *op = c->beside ? &th->side : &th->path;
+	struct ct_tree_path *op = &th->path;
 	int32_t parent = -1, node;
 	int i, keep = 0, npath = c->npath;
 	struct ct_node *n;
@@ -201,6 +237,12 @@ int32_t ct_tree_add_call(struct ct_tree *t, const struct ct_tree_call *c)
 	if (c->under_open) { /* --ops: the open path is known from entries and exits */
 		parent = op->nopen ? op->open[op->nopen - 1] : -1;
 		parent = redistributions_below(t, parent, c);
+		goto collective;
+	}
+	if (c->beside) { /* --ops: a backward collective, at its forward's modules */
+		parent = open_beside(t, th, c->path, c->npath);
+		if (parent == -2)
+			return -1;
 		goto collective;
 	}
 	if (npath > CT_TREE_MAX_DEPTH - 1)
@@ -255,6 +297,22 @@ collective:
 	return node;
 }
 
+static int32_t enter_under(struct ct_tree *t, int32_t parent, uint32_t tid, uint8_t type,
+			   const char *name, uint64_t code, uint64_t self, uint64_t ts)
+{
+	int32_t node = new_node(t, parent, type, name);
+
+	if (node < 0) {
+		t->dropped++;
+		return -1;
+	}
+	t->nodes[node].code = code;
+	t->nodes[node].self = self;
+	t->nodes[node].tid = tid;
+	t->nodes[node].ts = ts;
+	return node;
+}
+
 int32_t ct_tree_enter(struct ct_tree *t, uint32_t tid, uint8_t type, const char *name,
 		      uint64_t code, uint64_t self, uint64_t ts)
 {
@@ -265,17 +323,34 @@ int32_t ct_tree_enter(struct ct_tree *t, uint32_t tid, uint8_t type, const char 
 		t->dropped++;
 		return -1;
 	}
-	node = new_node(t, th->path.nopen ? th->path.open[th->path.nopen - 1] : -1, type, name);
-	if (node < 0) {
-		t->dropped++;
-		return -1;
-	}
-	t->nodes[node].code = code;
-	t->nodes[node].self = self;
-	t->nodes[node].tid = tid;
-	t->nodes[node].ts = ts;
-	th->path.open[th->path.nopen++] = node;
+	if (type == CT_NODE_MODULE)
+		th->side.nopen = 0; /* a forward: the backward pass beside is over */
+	node = enter_under(t, th->path.nopen ? th->path.open[th->path.nopen - 1] : -1, tid, type,
+			   name, code, self, ts);
+	if (node >= 0)
+		th->path.open[th->path.nopen++] = node;
 	return node;
+}
+
+int32_t ct_tree_enter_beside(struct ct_tree *t, uint32_t tid, const struct ct_tree_frame *path,
+			     int npath, uint8_t type, const char *name, uint64_t code,
+			     uint64_t self, uint64_t ts)
+{
+	struct ct_tree_thread *th = thread_of(t, tid);
+	int32_t parent = open_beside(t, th, path, npath), node;
+
+	if (parent == -2)
+		return -1;
+	node = enter_under(t, parent, tid, type, name, code, self, ts);
+	if (node >= 0)
+		t->nodes[node].phase = CT_PHASE_BACKWARD;
+	return node;
+}
+
+void ct_tree_set_dispatcher(struct ct_tree *t, int32_t node, const char *cls)
+{
+	if (node >= 0 && node < t->n)
+		t->nodes[node].dispatcher = cls;
 }
 
 void ct_tree_set_values(struct ct_tree *t, int32_t node, bool outputs, const struct ct_values *v)

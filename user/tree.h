@@ -119,6 +119,7 @@ struct ct_node {
 	uint64_t ts, duration, bytes;
 	/* op nodes (--ops): what it was called with and returned; NULL when not read */
 	const struct ct_values *inputs, *outputs;
+	const char *dispatcher; /* op nodes: the class whose __torch_dispatch__ ran, or NULL */
 	uint8_t nstack;
 	struct ct_stack_line stack[CT_TREE_MAX_STACK];
 };
@@ -168,6 +169,15 @@ void ct_tree_set_duration(struct ct_tree *t, int32_t node, uint64_t duration);
 int32_t ct_tree_enter(struct ct_tree *t, uint32_t tid, uint8_t type, const char *name,
 		      uint64_t code, uint64_t self, uint64_t ts);
 void ct_tree_exit(struct ct_tree *t, uint32_t tid, int32_t node, uint64_t ts);
+/*
+ * --ops: an op called in a backward pass, under the modules (path, outermost first) of the
+ * forward that made the autograd context it runs in, beside the thread's open path: one
+ * node per module and pass, the pass ending at the thread's next module entry. Its node
+ * (closed by ct_tree_exit), or -1 if dropped.
+ */
+int32_t ct_tree_enter_beside(struct ct_tree *t, uint32_t tid, const struct ct_tree_frame *path,
+			     int npath, uint8_t type, const char *name, uint64_t code,
+			     uint64_t self, uint64_t ts);
 /* "[4, 16]" ("[]" for 0 dims, "" for ndim < 0); the length written (cut to len - 1). */
 size_t ct_shape_format(char *buf, size_t len, const int64_t *shape, int ndim);
 /* The same as Python's tuple repr, as seed 000 prints shapes: "(4, 16)", "(4,)", "()". */
@@ -177,6 +187,8 @@ bool ct_kind_keeps_shape(const char *kind);
 /* "DTensor[4, 16]", "float"; and a list: "[DTensor[4, 16], Parameter[16], +1 more]". */
 void ct_value_format(const struct ct_value *v, char *buf, size_t len);
 void ct_values_format(const struct ct_values *vs, char *buf, size_t len);
+/* Name the class that dispatched an op node (interned). */
+void ct_tree_set_dispatcher(struct ct_tree *t, int32_t node, const char *cls);
 /* Attach an op's inputs (or outputs) to its node; interned, so shared across calls. */
 void ct_tree_set_values(struct ct_tree *t, int32_t node, bool outputs, const struct ct_values *v);
 /* The innermost node open on thread tid of that type (0: any type), or NULL. */

@@ -215,22 +215,35 @@ struct ct_op_key {
 
 /*
  * op_codes values: SKIP, or KEEP plus, for an op whose arguments are described, the
- * local index of its args tuple + 1 in bits 4-7 (CT_OPV_ARGS(i)).
+ * local index of its args tuple + 1 in bits 4-7 (CT_OPV_ARGS(i)). WRAP marks the code of
+ * a functools.wraps wrapper `def inner(*args, **kwargs)` (torch._disable_dynamo's, around
+ * DTensor.__torch_dispatch__): its calls are judged by the frame's function object
+ * instead, whose own entry (keyed by the function's address) holds the verdict of the
+ * wrapped function; that function's locals are the items of the wrapper's args tuple.
  */
 #define CT_OPV_SKIP	   1
 #define CT_OPV_KEEP	   2
+#define CT_OPV_WRAP	   4
 #define CT_OPV_ARGS(i)	   (((i) + 1) << 4)
 #define CT_OPV_ARGS_IDX(v) (((v) >> 4) - 1) /* when (v) >> 4 */
 #define CT_OPS_MAX_ARGIDX  14
 
+/* ct_op_event.wrapped */
+#define CT_OP_WRAPPED	    1 /* a CT_OPV_WRAP wrapper's call: code is its function object */
+/* An unclassified entry whose localsplus[0] is a tuple: perhaps a wrapper's *args. The vals
+ * describe its items (self and arg1 are then the frame's own locals), func is set. */
+#define CT_OP_MAYBE_WRAPPER 2
+
 struct ct_op_event {
 	struct ct_hdr hdr; /* CT_EV_OP or CT_EV_OPEXIT */
-	__u64 code;	   /* the frame's code object */
-	__u64 self;	   /* localsplus[0], through a cell (CT_EV_OP) */
-	__u64 arg1;	   /* localsplus[1] (CT_EV_OP) */
+	__u64 code;	   /* the frame's code object; wrapped: the wrapper's function object */
+	__u64 self;	   /* localsplus[0], through a cell (CT_EV_OP); wrapped: args[0] */
+	__u64 arg1;	   /* localsplus[1] (CT_EV_OP); wrapped: args[1] */
+	__u64 func;	   /* CT_OP_MAYBE_WRAPPER: the frame's function object */
 	__u8 unclassified; /* CT_EV_OP: op_codes did not know the code object yet */
 	__u8 has_vals;	   /* a struct ct_op_vals follows (struct ct_op_vals_event) */
-	__u8 pad[6];
+	__u8 wrapped;	   /* CT_OP_WRAPPED, CT_OP_MAYBE_WRAPPER, else 0 */
+	__u8 pad[5];
 };
 
 /*
@@ -249,6 +262,7 @@ struct ct_op_val {
 	__s64 numel;
 	__s64 sizes[CT_OP_DIMS];
 	__u64 ndim;
+	__u64 spec; /* a DTensor's _spec slot (its DTensorSpec), where the slot is known */
 	__u16 dtype;
 	__u8 impl; /* the tensor fields above were read */
 	__u8 pad[5];

@@ -25,7 +25,7 @@
 #include <linux/types.h>
 
 #define CT_REC_MAGIC	 "CTRECORD"
-#define CT_REC_VERSION	 2    /* 2: ct_rec_pycall names its op and root class */
+#define CT_REC_VERSION	 3 /* 2: ct_rec_pycall names its op and root class; 3: ct_op_event.func */
 #define CT_REC_MAX_EVENT 8192 /* >= sizeof(struct ct_call_event) */
 #define CT_REC_MAX_DROPS 16   /* >= CT_DROP_MAX */
 

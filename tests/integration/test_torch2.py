@@ -6,7 +6,9 @@ the same model: every (module FQN, phase, collective) count must be equal, forwa
 backward, counted inclusively as CommDebugMode counts them."""
 import json
 import os
+import re
 import subprocess
+from collections import Counter
 
 import pytest
 
@@ -49,10 +51,10 @@ def oracle(reaper, root, tmp_inner, model, *extra):
     return [json.loads(root.host(f"{expect}.{r}").read_text()) for r in (0, 1)]
 
 
-def traced(reaper, root, start_tracer, tmp_path, tmp_inner, model, *args):
+def traced(reaper, root, start_tracer, tmp_path, tmp_inner, model, *args, linger=1):
     """The same model run bare, commtrace attached by pid while it waits; the JSON report."""
     wait = f"{tmp_inner}/go"
-    procs = run_ranks(reaper, root, tmp_inner, model, "--wait-file", wait, "--linger", "1")
+    procs = run_ranks(reaper, root, tmp_inner, model, "--wait-file", wait, "--linger", linger)
     pids = [root.host(f"{wait}.pid.{r}") for r in (0, 1)]
     wait_files(pids, timeout=RANK_TIMEOUT, procs=procs)
     out = tmp_path / f"{model}.json"
@@ -163,3 +165,109 @@ def test_sharding_matches_commdebugmode(bpf, torch2_root, reaper, start_tracer, 
                 d = int(pl[len("(Shard(dim="):].split(")")[0])
                 want[d] //= 2
             assert info["local_shape"] == want, (fqn, info, pl)
+
+
+# CommDebugMode's trivial ops (torch/distributed/tensor/debug/_comm_mode.py), which its own
+# table leaves out below noise level 3. Its module tracker makes some of them itself (the
+# grad hooks' view_as, parameters' detach): they are not the model's, and not compared.
+TRIVIAL_OPS = {"aten.detach.default", "aten.t.default", "aten.view.default",
+               "aten._to_copy.default", "aten.as_strided.default", "aten.transpose.int"}
+
+
+def dtensor_ops(records, root):
+    """(module as CommDebugMode names it, phase, op, node) of every op DTensor dispatched,
+    in tree order; the module is the innermost one around the op ("Global": none)."""
+    out = []
+
+    def walk(n, mod):
+        if n["type"] == "module":
+            mod = root if n["module_fqn"] == "(root)" else f"{root}.{n['module_fqn']}"
+        if n["type"] == "op" and n["dispatched_by"] == "DTensor":
+            out.append((mod or "Global", n["phase"], n["op_name"], n))
+        for c in n["children"]:
+            walk(c, mod)
+
+    for r in records:
+        walk(r, None)
+    return out
+
+
+def mesh_as_ours(s):
+    """CommDebugMode's str(mesh), "DeviceMesh('cpu', [0, 1], mesh_dim_names=('tp',))", as
+    commtrace spells it: "DeviceMesh(cpu, shape=[2], dims=(tp))"."""
+    m = re.fullmatch(r"DeviceMesh\('(\w+)', (\[.*\]), mesh_dim_names=\((.*)\)\)", s)
+    assert m, s
+    ranks, shape = json.loads(m.group(2)), []
+    while isinstance(ranks, list):
+        shape.append(len(ranks))
+        ranks = ranks[0]
+    names = ", ".join(x.strip().strip("'") for x in m.group(3).split(",") if x.strip())
+    return f"DeviceMesh({m.group(1)}, shape={shape}, dims=({names}))"
+
+
+# Where an autograd Function marks a module's backward (from_local, to_local, redistribute:
+# the DTensor input and output styles), backward ops are put under the same module as
+# CommDebugMode's grad hooks put them. Sequence parallelism's norms take and give DTensors
+# with no conversion, so no Function marks them: their backward ops land under the module
+# marked before them (docs/ops.md). There the backward is compared by op alone.
+OPS_MODELS = {"mlp": True, "mlp_list": True, "transformer": True, "transformer_sp": False}
+
+
+@pytest.mark.parametrize("model", list(OPS_MODELS))
+def test_ops_match_commdebugmode(bpf, torch2_root, reaper, start_tracer, tmp_path, work, model):
+    """--ops on torch 2.6: every DTensor op CommDebugMode lists (its noise level 1: the ops
+    with DTensor inputs, less the trivial ones), under the same module and phase, named as
+    it names them, counted over both steps; and in the last step, in order per module and
+    phase, with the same global shapes, placements and mesh."""
+    ref = oracle(reaper, torch2_root, work, model)
+    # a longer linger: the first step's thousands of new code objects are read live
+    js = traced(reaper, torch2_root, start_tracer, tmp_path, work, model, "--ops", linger=4)
+    assert js["dropped_events"] == 0 and js["ops"]["unpaired_exits"] == 0, js["ops"]
+    assert js["ops"]["lost"] == 0, js["ops"]
+    by_module = OPS_MODELS[model]
+    for r in (0, 1):
+        cd = next(p for p in js["processes"] if p["rank"] == r)["comm_debug"]
+        root = next(k for k in cd["comm_module_counts"] if k != "Global" and "." not in k)
+        recs = cd["records"]
+        ours = Counter((m, ph, op) for m, ph, op, _ in dtensor_ops(recs, root)
+                       if op not in TRIVIAL_OPS)
+        want = Counter({(m, ph, op): n for m, phases in ref[r]["dtensor_ops"].items()
+                        for ph, ops in phases.items() for op, n in ops.items()
+                        if op not in TRIVIAL_OPS})
+        assert any(ph == "backward" for _, ph, _ in want) and len(want) >= 7, want
+        if not by_module:
+            fwd = lambda c: Counter({k: n for k, n in c.items() if k[1] == "forward"})
+            bwd = lambda c: Counter(op for (_, ph, op), n in c.items() if ph == "backward"
+                                    for _ in range(n))
+            assert fwd(ours) == fwd(want), (fwd(ours) - fwd(want), fwd(want) - fwd(ours))
+            assert bwd(ours) == bwd(want), (bwd(ours) - bwd(want), bwd(want) - bwd(ours))
+            continue
+        assert ours == want, f"rank {r}: commtrace - CommDebugMode {ours - want}; " \
+                             f"CommDebugMode - commtrace {want - ours}"
+        # The last step: from its forward's root module on.
+        last = max(i for i, x in enumerate(recs)
+                   if x["type"] == "module" and x["phase"] == "forward")
+        seq, ref_seq = {}, {}
+        for m, ph, op, n in dtensor_ops(recs[last:], root):
+            if op not in TRIVIAL_OPS:
+                assert n["inputs"] is not None, n  # described: not a first call
+                seq.setdefault((m, ph), []).append(
+                    (op, [v for v in n["inputs"] if v["kind"] == "DTensor"]))
+        for o in ref[r]["last_step_dtensor_ops"]:
+            if o["op"] not in TRIVIAL_OPS:
+                ref_seq.setdefault((o["module"], o["phase"]), []).append(o)
+        assert seq.keys() == ref_seq.keys()
+        shown = 0
+        for key, calls in seq.items():
+            assert [op for op, _ in calls] == [o["op"] for o in ref_seq[key]], key
+            for (op, vals), o in zip(calls, ref_seq[key]):
+                assert [v["shape"] for v in vals] == o["shapes"], (key, op, vals, o)
+                for v, pl in zip(vals, o["placements"]):
+                    # never wrong: equal, or the DTensor and its spec were gone when read
+                    if v.get("placements") is None:
+                        assert v.get("freed"), (key, op, v)
+                        continue
+                    shown += 1
+                    assert v["placements"] == pl, (key, op, v, o)
+                    assert v.get("mesh") == mesh_as_ours(o["mesh"]), (key, op, v, o)
+        assert shown > 0

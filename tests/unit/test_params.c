@@ -153,6 +153,74 @@ TEST(profiles_args_column)
 		  "six fields");
 }
 
+TEST(profiles_wrapper_role)
+{
+	const struct ct_rule *r;
+	struct ct_profiles p;
+	struct ct_rule one;
+	char err[256];
+
+	ASSERT_EQ(ct_profiles_parse_line("wrapper outer.<locals>.inner */w.py none", &one, err,
+					 sizeof(err)),
+		  1, err);
+	ASSERT_EQ(one.role, CT_ROLE_WRAPPER, "role");
+	ASSERT_STREQ(ct_role_name(CT_ROLE_WRAPPER), "wrapper", "its name");
+	ASSERT_EQ(ct_profiles_parse_line("wrap X * none", &one, err, sizeof(err)), -EINVAL,
+		  "unknown role");
+	ASSERT_TRUE(strstr(err, "wrapper") != NULL, err);
+	/* Built in: torch 2.x's _disable_dynamo wrapper, and what it wraps. */
+	ct_profiles_init(&p);
+	r = ct_profiles_match(&p, "_disable_dynamo.<locals>.inner",
+			      "/usr/lib/python3/dist-packages/torch/_compile.py");
+	if (ASSERT_NOT_NULL(r, "the wrapper"))
+		ASSERT_EQ(r->role, CT_ROLE_WRAPPER, "a wrapper");
+	r = ct_profiles_match(&p, "DTensor.__torch_dispatch__",
+			      "/usr/lib/python3/dist-packages/torch/distributed/tensor/_api.py");
+	if (ASSERT_NOT_NULL(r, "DTensor's dispatch"))
+		ASSERT_TRUE(r->role == CT_ROLE_OP && r->args == 3 && r->name_from == CT_NAME_ARG1,
+			    "an op named by its func, args at 3");
+}
+
+/* --ops' backward ops: at their Function's forward modules, one node per module and pass. */
+TEST(tree_backward_beside)
+{
+	struct ct_tree t;
+	const struct ct_tree_frame path[2] = {
+	    {.type = CT_NODE_MODULE, .name = "(root)", .code = 1, .self = 10},
+	    {.type = CT_NODE_MODULE, .name = "fc2", .code = 1, .self = 20},
+	};
+	const struct ct_tree_frame other = {
+	    .type = CT_NODE_MODULE, .name = "fc1", .code = 1, .self = 30};
+	const struct ct_tree_frame path2[2] = {path[0], other};
+	int32_t a, b, c, d, e;
+
+	if (!ASSERT_OK(ct_tree_init(&t), "init"))
+		return;
+	a = ct_tree_enter_beside(&t, 7, path, 2, CT_NODE_OP, "aten.mm.default", 5, 0, 100);
+	b = ct_tree_enter_beside(&t, 7, path, 2, CT_NODE_OP, "aten.mm.default", 5, 0, 200);
+	c = ct_tree_enter_beside(&t, 7, path2, 2, CT_NODE_OP, "aten.add_.Tensor", 5, 0, 300);
+	ct_tree_exit(&t, 7, c, 350);
+	if (ASSERT_TRUE(a >= 0 && b >= 0 && c >= 0, "made")) {
+		ASSERT_EQ(t.nodes[a].parent, t.nodes[b].parent, "one fc2 for both");
+		ASSERT_EQ(t.nodes[t.nodes[a].parent].parent, t.nodes[t.nodes[c].parent].parent,
+			  "fc1 beside fc2, under one root");
+		ASSERT_STREQ(t.nodes[t.nodes[c].parent].name, "fc1", "fc1");
+		ASSERT_EQ(t.nodes[a].phase, CT_PHASE_BACKWARD, "a backward op");
+		ASSERT_EQ(t.nodes[t.nodes[a].parent].phase, CT_PHASE_BACKWARD, "a backward module");
+		ASSERT_EQ(t.nodes[c].duration, 50, "closed by its exit");
+	}
+	/* A forward module entry ends the pass: the next backward has a root of its own. */
+	d = ct_tree_enter(&t, 7, CT_NODE_MODULE, "(root)", 1, 10, 400);
+	ct_tree_exit(&t, 7, d, 500);
+	e = ct_tree_enter_beside(&t, 7, path, 2, CT_NODE_OP, "aten.mm.default", 5, 0, 600);
+	if (ASSERT_TRUE(d >= 0 && e >= 0, "made")) {
+		ASSERT_TRUE(t.nodes[t.nodes[e].parent].parent != t.nodes[t.nodes[a].parent].parent,
+			    "a new backward root");
+		ASSERT_EQ(t.nodes[d].phase, CT_PHASE_FORWARD, "the forward between");
+	}
+	ct_tree_free(&t);
+}
+
 TEST(tree_values_format)
 {
 	struct ct_values vs;

@@ -495,7 +495,8 @@ TEST(pyobj_torch_modules)
 		ASSERT_EQ(v, id_of(&c, "training"), "net.training is the bool");
 	expect_callable(&c, p, oo, "linear", "linear");
 	expect_callable(&c, p, oo, "gelu", "gelu");
-	expect_callable(&c, p, oo, "add", "add.Tensor"); /* OpOverload's instance __name__ */
+	/* an OpOverload, named as str() names it: its __qualname__ namespace, its __name__ */
+	expect_callable(&c, p, oo, "add", "aten.add.Tensor");
 	expect_callable(&c, p, oo, "fc1", "Linear");
 out:
 	child_stop(&c);

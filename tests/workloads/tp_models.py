@@ -88,6 +88,25 @@ def add_counts(total, mode):
                 d[str(op)] = d.get(str(op), 0) + n
 
 
+def add_ops(total, mode):
+    """The DTensor ops (those CommDebugMode saw with DTensor inputs), counted as
+    {module FQN: {phase: {op: n}}}; and the step's list of them, in order."""
+    ops = []
+    for fqn, d in mode.comm_module_operation_counts.items():
+        for op in d["operations_list"]:
+            if not op["input_sharding"]:
+                continue  # a local op DTensor ran on the shards
+            phase = "backward" if op["is_bw"] else "forward"
+            name = str(op["name"])
+            ph = total.setdefault(fqn, {}).setdefault(phase, {})
+            ph[name] = ph.get(name, 0) + 1
+            ops.append({"module": fqn, "phase": phase, "op": name,
+                        "shapes": [list(x) for x in op["input_shape"]],
+                        "placements": [str(x) for x in op["input_sharding"]],
+                        "mesh": op["device_mesh"]})
+    return ops
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="mlp",
@@ -118,18 +137,20 @@ def main():
     t0 = time.perf_counter()
     if a.debug_mode:
         from torch.distributed.tensor.debug import CommDebugMode
-        counts, comm = {}, {}
+        counts, comm, ops = {}, {}, {}
         for _ in range(a.steps):
             with CommDebugMode() as mode:
                 step(model, make_input)
             add_counts(counts, mode)
+            last_ops = add_ops(ops, mode)
             if a.print_table and rank == 0:
                 table = mode.generate_comm_debug_tracing_table(noise_level=2)
             for op, n in mode.get_comm_counts().items():
                 comm[str(op)] = comm.get(str(op), 0) + n
         if a.print_table and rank == 0:
             print(table, flush=True)
-        ledger.update(comm_module_counts=counts, comm_counts=comm,
+        ledger.update(comm_module_counts=counts, comm_counts=comm, dtensor_ops=ops,
+                      last_step_dtensor_ops=last_ops,
                       counted_by="CommDebugMode, one step per with")
         if a.sharding:
             with CommDebugMode() as mode:

@@ -154,6 +154,12 @@ static cJSON *record(const struct ct_tree *t, const struct ct_node *n, int depth
 		cJSON_AddStringToObject(o, "type", "op");
 		cJSON_AddStringToObject(o, "op_name", n->name);
 		if (n->ts) { /* --ops */
+			cJSON_AddStringToObject(
+			    o, "phase", n->phase == CT_PHASE_BACKWARD ? "backward" : "forward");
+			if (n->dispatcher)
+				cJSON_AddStringToObject(o, "dispatched_by", n->dispatcher);
+			else
+				cJSON_AddNullToObject(o, "dispatched_by");
 			add_values(o, "inputs", n->inputs);
 			add_values(o, "outputs", n->outputs);
 		}

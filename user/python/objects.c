@@ -358,8 +358,8 @@ static int instance_attrs(pid_t pid, const struct ct_py_objoffsets *oo,
  */
 #define SLOT_MRO_MAX 16
 
-static int slot_attr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
-		     uint64_t obj, struct dict_match *m, uint64_t *value)
+static int slot_offset(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		       uint64_t obj, struct dict_match *m, uint64_t *offset)
 {
 	uint64_t type, mro, types[SLOT_MRO_MAX], dict, def, off;
 	char tn[32];
@@ -389,10 +389,33 @@ static int slot_attr(pid_t pid, const struct ct_py_objoffsets *oo, const struct 
 		    kind != (int32_t)oo->member_object_ex ||
 		    rd64(pid, def + oo->memberdef_offset, &off) || off > (1u << 16))
 			return -ENOENT;
-		err = rd64(pid, obj + off, value);
-		return err ? err : *value ? 0 : -ENOENT;
+		*offset = off;
+		return 0;
 	}
 	return err ? err : -ENOENT;
+}
+
+static int slot_attr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		     uint64_t obj, struct dict_match *m, uint64_t *value)
+{
+	uint64_t off;
+	int err = slot_offset(pid, oo, o, obj, m, &off);
+
+	if (!err)
+		err = rd64(pid, obj + off, value);
+	return err ? err : *value ? 0 : -ENOENT;
+}
+
+int ct_py_slot_offset(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		      uint64_t obj, const char *name, uint64_t *offset)
+{
+	struct dict_match m = {.name = name};
+
+	if (!oo || !o || !obj || !name)
+		return -EINVAL;
+	m.name_len = strnlen(name, CT_PY_ATTR_MAX);
+	return m.name_len && m.name_len < CT_PY_ATTR_MAX ? slot_offset(pid, oo, o, obj, &m, offset)
+							 : -EINVAL;
 }
 
 int ct_py_getattr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
@@ -697,11 +720,34 @@ static int callable_name(pid_t pid, const struct ct_py_objoffsets *oo,
 			return 0;
 		}
 	}
-	/* torch 2.x OpOverload / OpOverloadPacket keep __name__ in the instance dict. */
-	if (!ct_py_getattr(pid, oo, o, obj, "__name__", &p) && !ct_py_read_str(pid, o, p, buf, len))
+	/* torch 2.x OpOverload / OpOverloadPacket keep __name__ in the instance dict
+	 * ("addmm.default") and the schema's name in __qualname__ ("aten::addmm"): named as
+	 * str() names them, "aten.addmm.default". */
+	if (!ct_py_getattr(pid, oo, o, obj, "__name__", &p) &&
+	    !ct_py_read_str(pid, o, p, buf, len)) {
+		char qn[CT_PY_NAME_MAX], *sep;
+
+		if (!ct_py_getattr(pid, oo, o, obj, "__qualname__", &p) &&
+		    !ct_py_read_str(pid, o, p, qn, sizeof(qn)) && (sep = strstr(qn, "::")) &&
+		    sep > qn) {
+			char nm[CT_PY_NAME_MAX];
+
+			snprintf(nm, sizeof(nm), "%s", buf);
+			snprintf(buf, len, "%.*s.%s", (int)(sep - qn), qn, nm);
+		}
 		return 0;
+	}
 	snprintf(buf, len, "%s", tn);
 	return 0;
+}
+
+bool ct_py_is_class(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		    uint64_t obj)
+{
+	uint64_t type, flags;
+
+	return oo && o && obj && !read_type(pid, oo, o, obj, &type, &flags) &&
+	       (flags & oo->tpflags_type_subclass);
 }
 
 int ct_py_callable_name(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,

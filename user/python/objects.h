@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <stdbool.h>
 #include "commtrace/pyabi.h"
 #include "commtrace/pyobjabi.h"
 
@@ -33,6 +34,10 @@
 int ct_py_callable_name(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
 			uint64_t obj, char *buf, size_t len);
 
+/* Whether obj is a class (its type has Py_TPFLAGS_TYPE_SUBCLASS). */
+bool ct_py_is_class(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		    uint64_t obj);
+
 /*
  * The value (a PyObject address) of attribute name in the instance __dict__ of obj: 3.10 at
  * tp_dictoffset; 3.11+ managed dicts (a dict before the object, or values shared with the
@@ -40,6 +45,10 @@ int ct_py_callable_name(pid_t pid, const struct ct_py_objoffsets *oo, const stru
  */
 int ct_py_getattr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
 		  uint64_t obj, const char *name, uint64_t *value);
+
+/* The offset in obj of the __slots__ member name (a PyObject * slot), from its type's MRO. */
+int ct_py_slot_offset(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		      uint64_t obj, const char *name, uint64_t *offset);
 
 /* The str key under which dict (a dict or subclass, e.g. OrderedDict) holds value. */
 int ct_py_dict_key_of(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,

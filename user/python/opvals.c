@@ -127,6 +127,7 @@ void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_py
 	out->tuple = raw->tuple;
 	out->n = raw->n > CT_OP_VALS ? CT_OP_VALS : raw->n;
 	for (int i = 0; i < out->n; i++) {
+		bool dtensor;
 		const struct ct_op_val *r = &raw->v[i];
 		struct ct_value *v = &out->v[i];
 		const struct type_slot *t =
@@ -145,13 +146,28 @@ void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_py
 		 * one whose memory was reused by another tensor of the same type would give
 		 * that one's.
 		 */
+		dtensor = !strcmp(t->kind, "DTensor");
+		if (dtensor && r->spec) {
+			/* The DTensorSpec it had at the op: often outlives the tensor (sharding
+			 * propagation caches specs). One freed and reused by another spec would
+			 * give that one's, as for the tensor below. */
+			char mesh[PLACEMENTS_MAX];
+
+			if (!ct_spec_read(pid, &py->offsets, tl, r->spec, pl, sizeof(pl), mesh,
+					  sizeof(mesh))) {
+				v->placements = ct_intern(pl);
+				v->mesh = ct_intern(mesh);
+				continue;
+			}
+		}
 		if (looks_alive(pid, r)) {
 			ct_tensor_placements(pid, &py->offsets, r->obj, pl, sizeof(pl));
 			if (pl[0])
 				v->placements = ct_intern(pl);
 			if (!ct_tensor_mesh(pid, &py->offsets, tl, r->obj, pl, sizeof(pl)))
 				v->mesh = ct_intern(pl);
-			if (looks_alive(pid, r))
+			/* A DTensor has both: one without was torn down while it was read. */
+			if (looks_alive(pid, r) && (!dtensor || (v->placements && v->mesh)))
 				continue;
 		}
 		v->placements = v->mesh = NULL;

@@ -37,7 +37,10 @@ static const char builtin[] =
     "backward      backward                         */torch/autograd/__init__.py          none\n"
     "backward      *.backward                       *                                     none\n"
     /* the engine calls the ctx's bound apply: self is the ctx THPFunction_new made */
-    "autograd      BackwardCFunction.apply          */torch/autograd/function.py          none\n";
+    "autograd      BackwardCFunction.apply          */torch/autograd/function.py          none\n"
+    /* torch 2.x wraps DTensor.__torch_dispatch__ (and more) in torch._disable_dynamo: C
+     * enters this wrapper, the function it wraps runs inlined (3.11+) */
+    "wrapper       _disable_dynamo.<locals>.inner   */torch/_compile.py                   none\n";
 
 static const char *const roles[] = {
     [CT_ROLE_NONE] = "none",
@@ -47,6 +50,7 @@ static const char *const roles[] = {
     [CT_ROLE_HELPER] = "helper",
     [CT_ROLE_BACKWARD] = "backward",
     [CT_ROLE_AUTOGRAD] = "autograd",
+    [CT_ROLE_WRAPPER] = "wrapper",
 };
 
 static const char *const names[] = {
@@ -141,7 +145,9 @@ int ct_profiles_parse_line(const char *line, struct ct_rule *r, char *err, size_
 	ri = lookup(roles, sizeof(roles) / sizeof(roles[0]), role);
 	if (ri <= 0) {
 		snprintf(err, errlen,
-			 "unknown role '%s' (module, op, redistribute, helper, backward)", role);
+			 "unknown role '%s' (module, op, redistribute, helper, backward, "
+			 "autograd, wrapper)",
+			 role);
 		return -EINVAL;
 	}
 	ni = lookup(names, sizeof(names) / sizeof(names[0]), name);

@@ -20,6 +20,8 @@ enum ct_role {
 	CT_ROLE_HELPER,	      /* a collective API (differentiable_all_reduce, all_reduce) */
 	CT_ROLE_BACKWARD,     /* frames that only run during a backward pass */
 	CT_ROLE_AUTOGRAD,     /* an autograd Function's backward, entered with its ctx as self */
+	CT_ROLE_WRAPPER,      /* a functools.wraps wrapper (*args, **kwargs): judged by what it
+				 wraps (its function's __wrapped__), whose locals are its args */
 };
 
 /* Where a frame's display name comes from. */
