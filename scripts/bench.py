@@ -7,7 +7,9 @@
    floor). Per-call added cost = traced - untraced.
 2. Python stack capture: MPI_Barrier from a Python call chain of depth 0 and 40 (about 10
    and 50 frames), CPython 3.11: untraced, traced without stacks, traced with stacks.
-3. A real training job: 2-rank DDP on Gloo, ns per step, untraced and traced.
+3. A real training job: 2-rank DDP on Gloo, ns per step, untraced and traced; seed 000's
+   MLP with --ops (ops); PyTorch 2.6's test Transformer with tensor parallelism in the
+   Debian 13 root, against its own CommDebugMode (torch2).
 4. events: the event path. A synthetic target (tests/progs/event_rate.c, the HCCL
    stand-in) issues calls at swept rates and flat out; received/dropped/generated, the
    highest rate with zero drops, and that calls made = counted + dropped_calls exactly.
@@ -25,7 +27,7 @@
 8. detach: attaching to and detaching from a running 2-rank DDP job, with uprobe_multi
    links and with one perf-event link per probe: seconds each way.
 
-`scripts/bench.py [mpi|pystack|training|ops|events|pyevents|memory|offline|devprof|detach]...`:
+`scripts/bench.py [mpi|pystack|training|ops|torch2|events|pyevents|memory|offline|devprof|detach]...`:
 only those.
 
 Run as root. Each configuration runs REPEAT times and the median is kept; the machine is
@@ -186,6 +188,61 @@ def bench_ops():
         ("torch.profiler (shapes)", median(lambda: job([], "--torch-profiler"))),
     ]
     table("Seed 000's MLP, 2 Gloo ranks, forward + backward: ns per forward", rows)
+
+
+TORCH2_ROOT = REPO / "build" / "torch2-root"  # scripts/torch2-root.sh (make test builds it)
+
+
+def bench_torch2():
+    """PyTorch 2.6 (the Debian 13 root, ranks under chroot): its own test Transformer with
+    tensor parallelism, steady state (2 warm-up steps untimed), against CommDebugMode on the
+    same loop."""
+    if not (TORCH2_ROOT / ".commtrace-root").exists():
+        print(f"\nPyTorch 2.6: SKIPPED, no root at {TORCH2_ROOT} (scripts/torch2-root.sh)")
+        return
+    proc = TORCH2_ROOT / "proc"
+    mounted = not os.path.ismount(proc)
+    if mounted:
+        subprocess.run(["mount", "-t", "proc", "proc", str(proc)], check=True)
+    inner = "/opt/commtrace-bench"
+    shutil.rmtree(TORCH2_ROOT / inner.lstrip("/"), ignore_errors=True)
+    shutil.copytree(WORK, TORCH2_ROOT / inner.lstrip("/"))
+    port = 29900
+
+    def job(prefix, *args):
+        """(wall, CPU) ns per step of rank 0."""
+        nonlocal port
+        port += 1
+        py = (f"chroot {TORCH2_ROOT} env USE_LIBUV=0 python3 {inner}/tp_models.py "
+              f"--model transformer --warmup 2 --steps 20 {' '.join(args)}")
+        script = (f"export MASTER_ADDR=127.0.0.1 MASTER_PORT={port} WORLD_SIZE=2; "
+                  f"RANK=1 {py} & RANK=0 {py} --time; wait")
+        r = subprocess.run(prefix + ["sh", "-c", script], capture_output=True, text=True,
+                           timeout=600)
+        if r.returncode:
+            raise SystemExit(f"bench: torch2 job failed ({r.returncode}):\n{r.stderr[-3000:]}")
+        return number(r.stdout, "ns_per_step"), number(r.stdout, "cpu_ns_per_step")
+
+    configs = [("untraced", [], ()), ("CommDebugMode (in-process)", [], ("--debug-mode",)),
+               ("commtrace (stacks)", [TRACER, "-q", "--"], ()),
+               ("commtrace --ops", [TRACER, "-q", "--ops", "--"], ())]
+    runs = {name: [] for name, _, _ in configs}
+    try:
+        for _ in range(REPEAT):  # alternated, so that a slow spell hits every configuration
+            for name, prefix, args in configs:
+                runs[name].append(job(prefix, *args))
+    finally:
+        shutil.rmtree(TORCH2_ROOT / inner.lstrip("/"), ignore_errors=True)
+        if mounted:
+            subprocess.run(["umount", str(proc)])
+    for i, what in enumerate(("wall", "CPU (rank 0's threads, kernel time included)")):
+        rows = [(name, statistics.median(r[i] for r in runs[name])) for name, _, _ in configs]
+        table(f"PyTorch 2.6 test Transformer, TP over 2 Gloo ranks (CPU): {what} ns per step",
+              rows)
+        base, cdm, ops = rows[0][1], rows[1][1], rows[3][1]
+        print(f"  --ops adds {(ops - base) / max(cdm - base, 1):.2f} of what CommDebugMode "
+              f"adds (goal: at most 0.33); spread of the untraced runs: "
+              f"{(max(r[i] for r in runs['untraced']) / min(r[i] for r in runs['untraced']) - 1) * 100:.0f} %")
 
 
 # ---------------------------------------------------------------------------------------
@@ -509,8 +566,8 @@ def main():
         sys.exit("bench: needs root (BPF)")
     print(f"commtrace bench: {os.uname().nodelen if hasattr(os.uname(), 'nodelen') else ''}"
           f"{os.cpu_count()} CPUs, kernel {os.uname().release}, median of {REPEAT} runs")
-    which = sys.argv[1:] or ["mpi", "pystack", "training", "ops", "events", "pyevents",
-                             "memory", "offline", "devprof", "detach"]
+    which = sys.argv[1:] or ["mpi", "pystack", "training", "ops", "torch2", "events",
+                             "pyevents", "memory", "offline", "devprof", "detach"]
     if "mpi" in which:
         bench_mpi()
     if "pystack" in which:
@@ -519,6 +576,8 @@ def main():
         bench_training()
     if "ops" in which:
         bench_ops()
+    if "torch2" in which:
+        bench_torch2()
     if "events" in which:
         bench_events()
     if "pyevents" in which:

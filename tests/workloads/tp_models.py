@@ -4,6 +4,7 @@ commtrace with PyTorch's own CommDebugMode on the same job (tests/integration/te
 
     MASTER_ADDR=127.0.0.1 MASTER_PORT=... WORLD_SIZE=2 RANK=r USE_LIBUV=0 \
         python3 tp_models.py --model M [--steps N] [--debug-mode] [--wait-file P] [--expect F]
+            [--warmup N --time]
 
 Models (--model):
   mlp             seed 000's MLP through parallelize_module: ColwiseParallel fc1,
@@ -120,6 +121,11 @@ def main():
     ap.add_argument("--wait-file")
     ap.add_argument("--expect")
     ap.add_argument("--linger", type=float, default=0)
+    ap.add_argument("--warmup", type=int, default=0,
+                    help="steps run first and not timed (make bench)")
+    ap.add_argument("--time", action="store_true",
+                    help="print ns_per_step and cpu_ns_per_step: the timed steps' mean wall "
+                         "and CPU time (make bench)")
     a = ap.parse_args()
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     # A rank that hangs (a peer gone, a rendezvous lost) fails in 90 s with the reason,
@@ -134,7 +140,9 @@ def main():
         while not os.path.exists(a.wait_file):
             time.sleep(0.02)
     ledger = {"rank": rank, "model": a.model, "steps": a.steps}
-    t0 = time.perf_counter()
+    for _ in range(a.warmup):
+        step(model, make_input)
+    t0, c0 = time.perf_counter(), time.process_time()
     if a.debug_mode:
         from torch.distributed.tensor.debug import CommDebugMode
         counts, comm, ops = {}, {}, {}
@@ -161,6 +169,9 @@ def main():
         for _ in range(a.steps):
             step(model, make_input)
     ledger["loop_seconds"] = time.perf_counter() - t0
+    if a.time:  # wall time, and CPU time of all the rank's threads (kernel time included)
+        print(f"ns_per_step {ledger['loop_seconds'] * 1e9 / a.steps:.0f}\n"
+              f"cpu_ns_per_step {(time.process_time() - c0) * 1e9 / a.steps:.0f}", flush=True)
     time.sleep(a.linger)
     if a.expect:
         with open(f"{a.expect}.{rank}", "w") as f:
