@@ -139,6 +139,23 @@ static __always_inline int emit_dlopen(__u64 pid_tgid, __u32 probe_id)
 	return 0;
 }
 
+/*
+ * A backward pass (CT_K_BACKWARD_RUN) began or ended on the thread: a bare header, outside
+ * the nesting of traced calls, so that the collectives inside stay outermost.
+ */
+static __always_inline int emit_backward(__u64 pid_tgid, __u32 probe_id, __u8 type)
+{
+	struct ct_hdr *h = bpf_ringbuf_reserve(&events, sizeof(*h), 0);
+
+	if (!h) {
+		count_drop(CT_DROP_RINGBUF);
+		return 0;
+	}
+	fill_hdr(h, type, probe_id, pid_tgid, 0, bpf_ktime_get_ns());
+	bpf_ringbuf_submit(h, wakeup_flag());
+	return 0;
+}
+
 static struct ct_thread zero_thread;
 
 static __always_inline struct ct_thread *thread_state(__u32 tid)
@@ -202,6 +219,8 @@ int ct_entry(struct pt_regs *ctx)
 		return 0;
 	if (spec->kind == CT_K_DL_STATE)
 		return emit_dlopen(pid_tgid, probe_id);
+	if (spec->kind == CT_K_BACKWARD_RUN)
+		return emit_backward(pid_tgid, probe_id, CT_EV_BACKWARD);
 
 	t = thread_state((__u32)pid_tgid);
 	ev = bpf_map_lookup_elem(&callbuf, &zero);
@@ -278,6 +297,8 @@ int ct_exit(struct pt_regs *ctx)
 	spec = bpf_map_lookup_elem(&probe_specs, &probe_id);
 	if (!spec)
 		return 0;
+	if (spec->kind == CT_K_BACKWARD_RUN)
+		return emit_backward(pid_tgid, probe_id, CT_EV_BACKWARD_END);
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t || t->depth == 0) {
 		/* Attached while the call was in flight. */

@@ -82,9 +82,6 @@ static __always_inline void describe_val(const struct ct_pyproc_bpf *pp, __u64 o
 	if (!obj)
 		return;
 	v->type = rd64(obj + pp->off.object_type);
-	/* Its placements, read later, must not depend on the DTensor outliving the op. */
-	if (pv->spec_slot)
-		v->spec = rd64(obj + pv->spec_slot);
 	if (!pv->ti_dtype)
 		return;
 	if (bpf_probe_read_user(&borrowed, 1, (void *)(obj + pv->thp_borrowed)) || borrowed > 1)

@@ -314,3 +314,11 @@ void ct_calls_on_op(struct ct_session *s, const struct ct_op_event *ev)
 	if (p)
 		ct_py_on_op(s, p, ev);
 }
+
+void ct_calls_on_backward(struct ct_session *s, const struct ct_hdr *h)
+{
+	struct ct_proc *p = ct_proc_find(s, h->pid);
+
+	if (p)
+		ct_py_on_backward(p, h->tid, h->type == CT_EV_BACKWARD);
+}

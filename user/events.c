@@ -46,6 +46,10 @@ int ct_events_handle(void *ctx, void *data, size_t len)
 		if (ct_rec_op_ok(data, len))
 			ct_calls_on_op(s, data);
 		break;
+	case CT_EV_BACKWARD:
+	case CT_EV_BACKWARD_END:
+		ct_calls_on_backward(s, h);
+		break;
 	case CT_EV_EXEC:
 	case CT_EV_FORK:
 	case CT_EV_EXIT:

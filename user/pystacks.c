@@ -15,6 +15,7 @@
 #include <bpf/libbpf.h>
 #include "commtrace.skel.h"
 #include "pystacks.h"
+#include "pystate.h"
 #include "commtrace/pyoffsets.h"
 #include "python/autograd.h"
 #include "python/objects.h"
@@ -26,71 +27,6 @@
 #include "targets.h"
 #include "util/intern.h"
 #include "util/log.h"
-
-/* Which rule a code object matched: looked up once per code object, not per event. */
-#define ROLE_CACHE 4096
-
-struct role_slot {
-	pid_t pid;
-	uint64_t code;
-	const struct ct_rule *rule; /* NULL: no role */
-	const char *op;		    /* the op a torch collective API dispatches, or NULL */
-	int valid;
-};
-
-/* Names of objects (modules in their parent, ops), by (pid, parent, object). */
-#define NAME_CACHE 1024
-
-struct name_slot {
-	pid_t pid;
-	uint64_t parent, obj;
-	const char *name;
-	unsigned int fallback; /* module_label: lookups that fell back to the class name */
-};
-
-/* --ops: the function a functools.wraps wrapper wraps, as its code object, by (pid, wrapper
- * function). A wrapper made per function lives as long as it; a stale slot only costs a
- * misjudged wrapper until its verdict is evicted, and the symbolizer checks the code. */
-#define WRAP_CACHE 256
-
-struct wrap_slot {
-	pid_t pid;
-	uint64_t func, code;
-};
-
-struct ct_pystate {
-	struct ct_pysym_cache *sym;
-	struct ct_profiles profiles;
-	struct role_slot roles[ROLE_CACHE];
-	struct name_slot names[NAME_CACHE];
-	struct wrap_slot wraps[WRAP_CACHE];
-	struct ct_py_counts counts;
-	struct ct_ops_stats ops;
-	struct ct_opvals_cache *vals;			/* --ops: op argument and result types */
-	struct ct_pyframe frames_buf[CT_PY_MAX_FRAMES]; /* one stack, symbolized */
-	int frames_rc[CT_PY_MAX_FRAMES];
-	struct ct_ctxtab *ctxs; /* autograd contexts' forward module paths */
-};
-
-/*
- * --ops: per process, the calls in flight on each thread as BPF sent them; and, once the
- * thread ran an autograd Function's backward (BackwardCFunction.apply), the forward module
- * path of its ctx, under which the backward's ops go until the next module entry.
- */
-struct ops_thread {
-	pid_t tid;
-	int n;
-	struct {
-		int32_t node; /* its tree node, or -1 (not kept, or merged) */
-		uint64_t code;
-	} at[CT_OPS_MAX_DEPTH];
-	bool backward;
-	struct ct_ctx_path bwd;
-};
-
-struct ct_pyops {
-	struct ops_thread threads[CT_TREE_MAX_THREADS];
-};
 
 int ct_py_init(struct ct_session *s, char *err, size_t errlen)
 {
@@ -192,10 +128,9 @@ static void fill_vals(const struct ct_proc *p, const struct ct_torch_layout *tl,
 		v->ti_dtype = tl->ti_dtype;
 		v->inline_max = tl->inline_max;
 	}
-	v->spec_slot = p->spec_slot;
 }
 
-static int update_pyproc(struct ct_session *s, struct ct_proc *p, const struct ct_torch_layout *tl)
+int ct_pys_update_pyproc(struct ct_session *s, struct ct_proc *p, const struct ct_torch_layout *tl)
 {
 	struct ct_pyproc_bpf v = {0};
 	__u32 key = p->pid;
@@ -241,7 +176,7 @@ static void helper_shape(struct ct_proc *p, uint64_t arg, struct ct_tree_call *c
  * --ops: before BPF describes an op's arguments, tell it torch's tensor layout if torch is
  * loaded now (looked up until it is: ops of a framework without torch get types only).
  */
-static void torch_layout_to_bpf(struct ct_session *s, struct ct_proc *p)
+void ct_pys_torch_layout_to_bpf(struct ct_session *s, struct ct_proc *p)
 {
 	char version[32];
 	const struct ct_torch_layout *tl;
@@ -252,7 +187,7 @@ static void torch_layout_to_bpf(struct ct_session *s, struct ct_proc *p)
 	tl = ct_torch_layout_for(version);
 	if (!tl)
 		return;
-	if (!update_pyproc(s, p, tl))
+	if (!ct_pys_update_pyproc(s, p, tl))
 		p->torch_layout = tl;
 	ct_info("commtrace: pid %d: torch %s: op arguments with dtypes and shapes\n", p->pid,
 		version);
@@ -275,7 +210,7 @@ int ct_py_attach_proc(struct ct_session *s, struct ct_proc *p)
 	}
 	if (rc)
 		return 0; /* not a Python process */
-	rc = update_pyproc(s, p, NULL);
+	rc = ct_pys_update_pyproc(s, p, NULL);
 	if (rc)
 		return rc;
 	p->has_python = true;
@@ -305,7 +240,7 @@ static const struct role_slot *role_slot_of(struct ct_pystate *st, pid_t pid, ui
 	return r;
 }
 
-static const struct ct_rule *role_of(struct ct_pystate *st, pid_t pid, uint64_t code,
+const struct ct_rule *ct_pys_role_of(struct ct_pystate *st, pid_t pid, uint64_t code,
 				     const struct ct_pyframe *f)
 {
 	return role_slot_of(st, pid, code, f)->rule;
@@ -343,7 +278,7 @@ static struct name_slot *name_slot(struct ct_pystate *st, pid_t pid, uint64_t pa
 	return n;
 }
 
-static const char *object_label(struct ct_pystate *st, struct ct_proc *p, uint64_t obj,
+const char *ct_pys_object_label(struct ct_pystate *st, struct ct_proc *p, uint64_t obj,
 				bool callable)
 {
 	const struct ct_py_objoffsets *oo = ct_py_objoffsets_for(p->py.major, p->py.minor);
@@ -384,7 +319,7 @@ static const char *module_label(struct ct_pystate *st, struct ct_proc *p, uint64
 
 	if (!parent) {
 		if (p->root_module != self || !p->root_class)
-			p->root_class = object_label(st, p, self, false);
+			p->root_class = ct_pys_object_label(st, p, self, false);
 		return "(root)";
 	}
 	n = name_slot(st, p->pid, parent, self, &hit);
@@ -400,7 +335,7 @@ static const char *module_label(struct ct_pystate *st, struct ct_proc *p, uint64
 	ct_debug("commtrace: pid %d: module 0x%llx has no name in 0x%llx: %s\n", p->pid,
 		 (unsigned long long)self, (unsigned long long)parent, strerror(-rc));
 	tries = hit ? n->fallback + 1 : 1;
-	cls = object_label(st, p, self, false);
+	cls = ct_pys_object_label(st, p, self, false);
 
 	/* object_label may have taken the same slot: claim it back. */
 	n->pid = p->pid;
@@ -412,7 +347,7 @@ static const char *module_label(struct ct_pystate *st, struct ct_proc *p, uint64
 	return cls;
 }
 
-static uint8_t node_type(const struct ct_rule *r)
+uint8_t ct_pys_node_type(const struct ct_rule *r)
 {
 	return r->role == CT_ROLE_MODULE ? CT_NODE_MODULE
 	       : r->role == CT_ROLE_OP	 ? CT_NODE_OP
@@ -434,16 +369,16 @@ static const char *module_fqn(const char *parent_fqn, const char *name)
  * The display name of a module/op/redistribute frame, by its rule; a module's is its
  * FQN: parent_fqn is that of the enclosing module (NULL at the root).
  */
-static const char *node_name(struct ct_pystate *st, struct ct_proc *p, const struct ct_rule *r,
+const char *ct_pys_node_name(struct ct_pystate *st, struct ct_proc *p, const struct ct_rule *r,
 			     const struct ct_pyframe *f, uint8_t type, uint64_t parent_module,
 			     const char *parent_fqn, uint64_t self, uint64_t arg1)
 {
 	if (type == CT_NODE_MODULE)
 		return module_fqn(parent_fqn, module_label(st, p, parent_module, self));
 	if (r->name_from == CT_NAME_ARG1)
-		return object_label(st, p, arg1, true);
+		return ct_pys_object_label(st, p, arg1, true);
 	if (r->name_from == CT_NAME_SELF)
-		return object_label(st, p, self, false);
+		return ct_pys_object_label(st, p, self, false);
 	return frame_name(r, f);
 }
 
@@ -537,7 +472,7 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 		case CT_ROLE_OP:
 		case CT_ROLE_REDISTRIBUTE: {
 			struct ct_tree_frame *t = &path[npath];
-			uint8_t type = node_type(r);
+			uint8_t type = ct_pys_node_type(r);
 			uint64_t self = raw->self;
 
 			/* A module's forward may run its own _call_impl twice (hooks), or
@@ -554,8 +489,8 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 			t->code = raw->code;
 			t->self = self;
 			t->instr = raw->instr;
-			t->name = node_name(st, p, r, f, type, parent_module, parent_fqn, self,
-					    raw->arg1);
+			t->name = ct_pys_node_name(st, p, r, f, type, parent_module, parent_fqn,
+						   self, raw->arg1);
 			if (type == CT_NODE_MODULE) {
 				parent_fqn = t->name;
 				if (!parent_module)
@@ -640,258 +575,4 @@ const struct ct_autograd_stats *ct_py_autograd_stats(const struct ct_session *s)
 const struct ct_py_counts *ct_py_counts(const struct ct_session *s)
 {
 	return s->py ? &s->py->counts : NULL;
-}
-
-/* --ops: tell BPF whether to keep sending this code object's calls, and for an op with
- * args=N, to describe its arguments and result. */
-static void set_verdict(struct ct_session *s, struct ct_proc *p, uint64_t code,
-			const struct ct_rule *r)
-{
-	struct ct_op_key key = {.tgid = (__u32)p->pid, .code = code};
-	__u8 v = !r ? CT_OPV_SKIP : r->role == CT_ROLE_WRAPPER ? CT_OPV_WRAP : CT_OPV_KEEP;
-
-	if (!s->skel)
-		return;
-	if (r && r->role == CT_ROLE_OP && r->args != CT_RULE_NO_ARGS) {
-		torch_layout_to_bpf(s, p);
-		v |= CT_OPV_ARGS(r->args);
-	}
-	if (!bpf_map_update_elem(bpf_map__fd(s->skel->maps.op_codes), &key, &v, BPF_ANY))
-		s->py->ops.verdicts++;
-}
-
-/*
- * A DTensor's placements are read from its _spec, which BPF takes with the op's values once
- * it knows the slot: found here on the first DTensor described (while it is alive: this
- * op's own values, read at its entry).
- */
-static void find_spec_slot(struct ct_session *s, struct ct_proc *p, const struct ct_op_vals *vals,
-			   const struct ct_values *v)
-{
-	const struct ct_py_objoffsets *oo = ct_py_objoffsets_for(p->py.major, p->py.minor);
-	uint64_t off;
-
-	for (int i = 0; i < v->n && !p->spec_slot; i++) {
-		if (!v->v[i].placements || strcmp(v->v[i].kind, "DTensor") ||
-		    ct_py_slot_offset(p->pid, oo, &p->py.offsets, vals->v[i].obj, "_spec", &off) ||
-		    !off || off >= CT_PY_NONE)
-			continue;
-		p->spec_slot = (uint16_t)off;
-		if (update_pyproc(s, p, p->torch_layout))
-			p->spec_slot = 0;
-		else
-			ct_info("commtrace: pid %d: DTensor placements taken at each op (_spec at "
-				"+%llu)\n",
-				p->pid, (unsigned long long)off);
-	}
-}
-
-static void set_values(struct ct_session *s, struct ct_proc *p, int32_t node, bool outputs,
-		       const struct ct_op_vals *vals)
-{
-	struct ct_values v;
-
-	if (node < 0 || !vals)
-		return;
-	ct_opvals_describe(s->py->vals, p->pid, &p->py, p->torch_layout, vals, &v);
-	if (!p->spec_slot && !outputs)
-		find_spec_slot(s, p, vals, &v);
-	ct_tree_set_values(&p->tree, node, outputs, &v);
-}
-
-static const struct ct_op_vals *vals_of(const struct ct_op_event *ev)
-{
-	return ev->has_vals ? &((const struct ct_op_vals_event *)ev)->vals : NULL;
-}
-
-/* The code object of what the wrapper function func wraps (its __wrapped__). */
-static int wrapped_code(struct ct_pystate *st, struct ct_proc *p, uint64_t func, uint64_t *code)
-{
-	const struct ct_py_objoffsets *oo = ct_py_objoffsets_for(p->py.major, p->py.minor);
-	struct wrap_slot *w = &st->wraps[(func >> 4 ^ (uint64_t)p->pid) % WRAP_CACHE];
-	uint64_t fn;
-	int rc;
-
-	if (w->code && w->pid == p->pid && w->func == func) {
-		*code = w->code;
-		return 0;
-	}
-	if (!oo)
-		return -ENOTSUP;
-	rc = ct_py_getattr(p->pid, oo, &p->py.offsets, func, "__wrapped__", &fn);
-	if (!rc)
-		rc = ct_py_read_mem(p->pid, fn + oo->func_code, code, sizeof(*code));
-	if (rc)
-		return rc;
-	*w = (struct wrap_slot){.pid = p->pid, .func = func, .code = *code};
-	return 0;
-}
-
-/* One entry as judged: the frame that names it and what it was called with. */
-struct op_call {
-	uint64_t key; /* what BPF keys its verdict by: the code, or a wrapper's function */
-	uint64_t code, self, arg1;
-	const struct ct_op_vals *vals;
-	struct ct_pyframe f;
-	const struct ct_rule *rule; /* a module or op rule, else NULL */
-	bool autograd;		    /* an autograd Function's backward, self its ctx */
-};
-
-/*
- * Judge an entry by its frame's rule; a wrapper's call by the rule of the function it wraps,
- * with the wrapper's args as that function's locals. Tells BPF the verdicts it lacked. 0, or
- * -errno when a code object could not be read (the process exited).
- */
-static int judge_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_event *ev,
-		    struct op_call *c)
-{
-	struct ct_pystate *st = s->py;
-	const struct ct_op_vals *v = vals_of(ev);
-	const struct ct_rule *r = NULL;
-	bool through = ev->wrapped == CT_OP_WRAPPED; /* judged by what a wrapper wraps */
-	int rc = 0;
-
-	*c =
-	    (struct op_call){.key = ev->code, .code = ev->code, .self = ev->self, .arg1 = ev->arg1};
-	if (ev->wrapped == CT_OP_WRAPPED)
-		rc = wrapped_code(st, p, ev->code, &c->code);
-	if (!rc)
-		rc = ct_py_symbolize(st->sym, p->pid, &p->py.offsets, c->code, 0, &c->f);
-	if (!rc)
-		r = role_of(st, p->pid, c->code, &c->f);
-	if (!rc && r && r->role == CT_ROLE_WRAPPER && ev->wrapped == CT_OP_MAYBE_WRAPPER && v) {
-		/* Its first call, sent before BPF knew: the args tuple's items came with it. */
-		set_verdict(s, p, ev->code, r);
-		c->key = ev->func;
-		c->self = v->n > 0 ? v->v[0].obj : 0;
-		c->arg1 = v->n > 1 ? v->v[1].obj : 0;
-		v = NULL; /* the op's own values were not read: not described */
-		through = true;
-		rc = wrapped_code(st, p, ev->func, &c->code);
-		if (!rc)
-			rc = ct_py_symbolize(st->sym, p->pid, &p->py.offsets, c->code, 0, &c->f);
-		r = rc ? NULL : role_of(st, p->pid, c->code, &c->f);
-	} else if (ev->wrapped == CT_OP_MAYBE_WRAPPER) {
-		v = NULL; /* not a wrapper: the items were of its first argument */
-	}
-	c->vals = v;
-	/* Helpers and backward markers name collectives, not calls. Redistributions come from
-	 * the collectives' stacks (tree.c): the frames C enters inside one are its internals
-	 * (a sorted() key's lambda, an __init__), one node each. A wrapper inside a wrapper is
-	 * not looked through. */
-	c->autograd = r && r->role == CT_ROLE_AUTOGRAD;
-	if (r && r->role != CT_ROLE_MODULE && r->role != CT_ROLE_OP && !c->autograd)
-		r = r->role == CT_ROLE_WRAPPER && !through ? r : NULL;
-	if (rc == -ESRCH)
-		return rc; /* judged again if the process is still there next time */
-	if (ev->unclassified || c->key != ev->code)
-		set_verdict(s, p, c->key, r);
-	else if (!r)
-		st->ops.unwanted++;
-	c->rule = r && (r->role == CT_ROLE_MODULE || r->role == CT_ROLE_OP) ? r : NULL;
-	return rc;
-}
-
-void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_event *ev)
-{
-	struct ct_pystate *st = s->py;
-	struct ct_pyops *ops = p->ops;
-	const struct ct_rule *r;
-	const struct ct_node *top;
-	struct op_call c;
-	struct ops_thread *th;
-	int32_t node = -1;
-	int slot = -1, n, rc;
-
-	if (!st || !ops)
-		return;
-	for (int i = 0; i < CT_TREE_MAX_THREADS && slot < 0; i++)
-		if (ops->threads[i].tid == (pid_t)ev->hdr.tid)
-			slot = i;
-	for (int i = 0; i < CT_TREE_MAX_THREADS && slot < 0; i++)
-		if (!ops->threads[i].tid && ev->hdr.type == CT_EV_OP)
-			slot = i;
-	if (slot < 0) {
-		st->ops.lost++; /* more threads calling profiled functions than slots */
-		return;
-	}
-	ops->threads[slot].tid = (pid_t)ev->hdr.tid;
-	n = ops->threads[slot].n;
-	if (ev->hdr.type == CT_EV_OPEXIT) {
-		if (!n || ops->threads[slot].at[n - 1].code != ev->code) {
-			st->ops.unpaired++;
-			return;
-		}
-		ops->threads[slot].n = --n;
-		set_values(s, p, ops->threads[slot].at[n].node, true, vals_of(ev));
-		ct_tree_exit(&p->tree, ev->hdr.tid, ops->threads[slot].at[n].node, ev->hdr.ts);
-		return;
-	}
-	st->ops.entries++;
-	if (ev->unclassified)
-		st->ops.unclassified++;
-	rc = judge_op(s, p, ev, &c);
-	if (rc) {
-		st->ops.unresolved++; /* the process exited before its code object was read */
-		ct_debug("commtrace: pid %d: --ops: 0x%llx%s not judged: %s\n", p->pid,
-			 (unsigned long long)ev->code, ev->wrapped ? " (a wrapper's)" : "",
-			 strerror(-rc));
-	}
-	r = c.rule;
-	th = &ops->threads[slot];
-	if (c.autograd) {
-		const struct ct_ctx_path *cp = ct_ctxtab_find(st->ctxs, p->pid, c.self);
-
-		/* An unknown ctx (made before the attach): the backward's ops under no module. */
-		th->backward = true;
-		th->bwd = cp ? *cp : (struct ct_ctx_path){0};
-	}
-	if (r) {
-		uint8_t type = node_type(r);
-		const struct ct_node *mod =
-		    ct_tree_open_node(&p->tree, ev->hdr.tid, CT_NODE_MODULE);
-		const char *name;
-
-		st->ops.kept++;
-		top = ct_tree_open_node(&p->tree, ev->hdr.tid, 0);
-		if (type == CT_NODE_MODULE)
-			th->backward = false; /* a forward */
-		if (th->backward && !top) {
-			/* A backward op: at its autograd Function's forward modules. */
-			const struct ct_tree_frame *in =
-			    th->bwd.n ? &th->bwd.f[th->bwd.n - 1] : NULL;
-
-			name = node_name(st, p, r, &c.f, type, in ? in->self : 0,
-					 in ? in->name : NULL, c.self, c.arg1);
-			node = ct_tree_enter_beside(&p->tree, ev->hdr.tid, th->bwd.f, th->bwd.n,
-						    type, name, c.code, c.self, ev->hdr.ts);
-		} else if (!(top && top->type == type && type == CT_NODE_MODULE &&
-			     top->self == c.self)) {
-			/* One node per module call (_wrapped_call_impl then _call_impl), as for
-			 * stacks. */
-			name = node_name(st, p, r, &c.f, type, mod ? mod->self : 0,
-					 mod ? mod->name : NULL, c.self, c.arg1);
-			node = ct_tree_enter(&p->tree, ev->hdr.tid, type, name, c.code, c.self,
-					     ev->hdr.ts);
-		}
-		if (type == CT_NODE_MODULE && !mod)
-			p->root_module = c.self;
-		if (type == CT_NODE_OP && node >= 0 &&
-		    ct_py_is_class(p->pid, ct_py_objoffsets_for(p->py.major, p->py.minor),
-				   &p->py.offsets, c.self))
-			ct_tree_set_dispatcher(&p->tree, node, object_label(st, p, c.self, true));
-		set_values(s, p, node, false, c.vals);
-	}
-	if (n >= CT_OPS_MAX_DEPTH) {
-		st->ops.lost++;
-		return;
-	}
-	ops->threads[slot].at[n].node = node;
-	ops->threads[slot].at[n].code = ev->code;
-	ops->threads[slot].n = n + 1;
-}
-
-const struct ct_ops_stats *ct_py_ops_stats(const struct ct_session *s)
-{
-	return s->py ? &s->py->ops : NULL;
 }

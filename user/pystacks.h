@@ -24,7 +24,7 @@ struct ct_py_resolved {
  * where the process has no Python (or the record no frames). */
 int ct_py_resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
 		  struct ct_py_resolved *out);
-/* --ops (user/pystacks.c). */
+/* --ops (user/pyops.c). */
 struct ct_ops_stats {
 	uint64_t entries;      /* entry records received */
 	uint64_t kept;	       /* of them, profiled calls (tree nodes) */
@@ -38,6 +38,8 @@ struct ct_ops_stats {
 };
 
 void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_event *ev);
+/* A backward pass began or ended on thread tid (its ops are the backward's between). */
+void ct_py_on_backward(struct ct_proc *p, uint32_t tid, bool begin);
 
 /*
  * Backward attribution: an autograd Function's ctx is made by THPFunction_new. Its entry's

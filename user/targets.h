@@ -101,7 +101,6 @@ struct ct_proc {
 	bool py_checked, has_python;
 	/* --ops: torch's tensor layout in this process, once BPF was told it */
 	const struct ct_torch_layout *torch_layout;
-	uint16_t spec_slot; /* --ops: DTensor's _spec slot offset, once found (BPF reads it) */
 	/* torch's tensor layout for reads from user space (a helper's tensor), or NULL */
 	const struct ct_torch_layout *tensor_layout;
 	int tensor_layout_tries;  /* lookups so far (torch may be imported later) */

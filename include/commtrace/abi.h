@@ -58,6 +58,7 @@ enum ct_kind {
 	CT_K_COMM_DESTROY, /* destroy / abort / free */
 	CT_K_DL_STATE,	   /* _dl_debug_state: the link map changed */
 	CT_K_AUTOGRAD_CTX, /* an autograd Function's ctx created (forward); not a collective */
+	CT_K_BACKWARD_RUN, /* torch's autograd engine run from Python: a backward pass */
 	CT_K_MAX,
 };
 
@@ -151,14 +152,16 @@ struct ct_comm_info {
 
 /* Records. */
 enum ct_ev_type {
-	CT_EV_CALL = 1, /* entry of a traced function */
-	CT_EV_RET,	/* its return */
-	CT_EV_EXEC,	/* a traced process exec'ed */
-	CT_EV_FORK,	/* a traced process forked a new process */
-	CT_EV_EXIT,	/* a traced process exited (the last thread) */
-	CT_EV_DLOPEN,	/* the link map of a traced process changed */
-	CT_EV_OP,	/* --ops: entry of a Python function (struct ct_op_event) */
-	CT_EV_OPEXIT,	/* --ops: its return */
+	CT_EV_CALL = 1,	    /* entry of a traced function */
+	CT_EV_RET,	    /* its return */
+	CT_EV_EXEC,	    /* a traced process exec'ed */
+	CT_EV_FORK,	    /* a traced process forked a new process */
+	CT_EV_EXIT,	    /* a traced process exited (the last thread) */
+	CT_EV_DLOPEN,	    /* the link map of a traced process changed */
+	CT_EV_OP,	    /* --ops: entry of a Python function (struct ct_op_event) */
+	CT_EV_OPEXIT,	    /* --ops: its return */
+	CT_EV_BACKWARD,	    /* a CT_K_BACKWARD_RUN call entered on the thread (a bare ct_hdr) */
+	CT_EV_BACKWARD_END, /* and returned */
 };
 
 struct ct_hdr {
@@ -262,7 +265,6 @@ struct ct_op_val {
 	__s64 numel;
 	__s64 sizes[CT_OP_DIMS];
 	__u64 ndim;
-	__u64 spec; /* a DTensor's _spec slot (its DTensorSpec), where the slot is known */
 	__u16 dtype;
 	__u8 impl; /* the tensor fields above were read */
 	__u8 pad[5];

@@ -76,8 +76,7 @@ struct ct_pyvals_bpf {
 	__u32 tuple_flag; /* Py_TPFLAGS_TUPLE_SUBCLASS */
 	__u16 thp_borrowed, thp_cdata;
 	__u16 ti_dim, ti_sizes, ti_numel, ti_dtype;
-	__u16 inline_max;
-	__u16 spec_slot; /* torch 2.x DTensor's _spec slot, once user space found it; else 0 */
+	__u16 inline_max, pad2;
 };
 
 struct ct_pyproc_bpf {

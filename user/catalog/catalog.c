@@ -151,6 +151,7 @@ const char *ct_kind_name(uint8_t kind)
 	    [CT_K_COMM_DESTROY] = "comm_destroy",
 	    [CT_K_DL_STATE] = "dl_state",
 	    [CT_K_AUTOGRAD_CTX] = "autograd_ctx",
+	    [CT_K_BACKWARD_RUN] = "backward_run",
 	};
 
 	return kind < CT_K_MAX && names[kind] ? names[kind] : "?";

@@ -8,12 +8,16 @@
  * BackwardCFunction.apply in the backward pass: the backward collectives it issues are
  * attributed to that module (user/pystacks.c). Same signature in 1.13 and 2.x:
  * PyObject *THPFunction_new(PyTypeObject *type, PyObject *args, PyObject *kwargs).
+ * THPEngine_run_backward (Variable._execution_engine.run_backward: loss.backward(),
+ * torch.autograd.grad) brackets a backward pass on the calling thread, for --ops' phase.
  */
 #include "catalog/catalog.h"
 
 static const struct ct_func torch_python_funcs[] = {
     {"THPFunction_new", "THPFunction_new", .cxx = true, .optional = true,
      .kind = CT_K_AUTOGRAD_CTX},
+    {"THPEngine_run_backward", "THPEngine_run_backward", .cxx = true, .optional = true,
+     .kind = CT_K_BACKWARD_RUN},
 };
 
 static const char *const torch_python_files[] = {"libtorch_python.so", NULL};

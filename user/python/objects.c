@@ -358,8 +358,8 @@ static int instance_attrs(pid_t pid, const struct ct_py_objoffsets *oo,
  */
 #define SLOT_MRO_MAX 16
 
-static int slot_offset(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
-		       uint64_t obj, struct dict_match *m, uint64_t *offset)
+static int slot_attr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		     uint64_t obj, struct dict_match *m, uint64_t *value)
 {
 	uint64_t type, mro, types[SLOT_MRO_MAX], dict, def, off;
 	char tn[32];
@@ -389,33 +389,10 @@ static int slot_offset(pid_t pid, const struct ct_py_objoffsets *oo, const struc
 		    kind != (int32_t)oo->member_object_ex ||
 		    rd64(pid, def + oo->memberdef_offset, &off) || off > (1u << 16))
 			return -ENOENT;
-		*offset = off;
-		return 0;
+		err = rd64(pid, obj + off, value);
+		return err ? err : *value ? 0 : -ENOENT;
 	}
 	return err ? err : -ENOENT;
-}
-
-static int slot_attr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
-		     uint64_t obj, struct dict_match *m, uint64_t *value)
-{
-	uint64_t off;
-	int err = slot_offset(pid, oo, o, obj, m, &off);
-
-	if (!err)
-		err = rd64(pid, obj + off, value);
-	return err ? err : *value ? 0 : -ENOENT;
-}
-
-int ct_py_slot_offset(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
-		      uint64_t obj, const char *name, uint64_t *offset)
-{
-	struct dict_match m = {.name = name};
-
-	if (!oo || !o || !obj || !name)
-		return -EINVAL;
-	m.name_len = strnlen(name, CT_PY_ATTR_MAX);
-	return m.name_len && m.name_len < CT_PY_ATTR_MAX ? slot_offset(pid, oo, o, obj, &m, offset)
-							 : -EINVAL;
 }
 
 int ct_py_getattr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,

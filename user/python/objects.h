@@ -46,10 +46,6 @@ bool ct_py_is_class(pid_t pid, const struct ct_py_objoffsets *oo, const struct c
 int ct_py_getattr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
 		  uint64_t obj, const char *name, uint64_t *value);
 
-/* The offset in obj of the __slots__ member name (a PyObject * slot), from its type's MRO. */
-int ct_py_slot_offset(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
-		      uint64_t obj, const char *name, uint64_t *offset);
-
 /* The str key under which dict (a dict or subclass, e.g. OrderedDict) holds value. */
 int ct_py_dict_key_of(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
 		      uint64_t dict, uint64_t value, char *buf, size_t len);

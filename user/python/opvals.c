@@ -147,19 +147,6 @@ void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_py
 		 * that one's.
 		 */
 		dtensor = !strcmp(t->kind, "DTensor");
-		if (dtensor && r->spec) {
-			/* The DTensorSpec it had at the op: often outlives the tensor (sharding
-			 * propagation caches specs). One freed and reused by another spec would
-			 * give that one's, as for the tensor below. */
-			char mesh[PLACEMENTS_MAX];
-
-			if (!ct_spec_read(pid, &py->offsets, tl, r->spec, pl, sizeof(pl), mesh,
-					  sizeof(mesh))) {
-				v->placements = ct_intern(pl);
-				v->mesh = ct_intern(mesh);
-				continue;
-			}
-		}
 		if (looks_alive(pid, r)) {
 			ct_tensor_placements(pid, &py->offsets, r->obj, pl, sizeof(pl));
 			if (pl[0])

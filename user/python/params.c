@@ -333,13 +333,14 @@ static int placement_str(struct walk *w, uint64_t obj, char *buf, size_t len)
 	return n < 0 ? -EINVAL : 0; /* cut at len: a placement's name is short */
 }
 
-static void placements_of(struct walk *w, uint64_t v, char *buf, size_t len);
-
 /* The placements a tensor carries as an attribute, as the repr of their tuple. */
 static void placements(struct walk *w, uint64_t param, char *buf, size_t len)
 {
 	static const char *const attrs[] = {"_placements", "placements"};
-	uint64_t v = 0, spec;
+	char strs[CT_PARAM_PLACE_ITEMS][64];
+	const char *ptrs[CT_PARAM_PLACE_ITEMS];
+	uint64_t items[CT_PARAM_PLACE_ITEMS], v = 0, spec;
+	size_t n = 0;
 	int err = -ENOENT;
 
 	buf[0] = '\0';
@@ -347,19 +348,7 @@ static void placements(struct walk *w, uint64_t param, char *buf, size_t len)
 		err = ct_py_getattr(w->pid, w->oo, w->o, param, attrs[i], &v);
 	if (err && !ct_py_getattr(w->pid, w->oo, w->o, param, "_spec", &spec))
 		err = ct_py_getattr(w->pid, w->oo, w->o, spec, "placements", &v);
-	if (!err)
-		placements_of(w, v, buf, len);
-}
-
-/* A placements value (a tuple of placements, or a string) as the repr of the tuple. */
-static void placements_of(struct walk *w, uint64_t v, char *buf, size_t len)
-{
-	char strs[CT_PARAM_PLACE_ITEMS][64];
-	const char *ptrs[CT_PARAM_PLACE_ITEMS];
-	uint64_t items[CT_PARAM_PLACE_ITEMS];
-	size_t n = 0;
-
-	if (is_none(w, v))
+	if (err || is_none(w, v))
 		return;
 	/* A bare string is shown as it is. */
 	if (!ct_py_read_str(w->pid, w->o, v, buf, len))
@@ -460,23 +449,36 @@ static void tensor_meta(struct walk *w, uint64_t obj, struct ct_param *p)
  * the shape of its `mesh` tensor and its `mesh_dim_names`:
  * "DeviceMesh(cpu, shape=[2], dims=(tp))".
  */
-/* A DeviceMesh object as "DeviceMesh(cpu, shape=[2], dims=(tp))". */
-static void mesh_format(struct walk *w, uint64_t mesh, char *buf, size_t len)
+int ct_tensor_mesh(pid_t pid, const struct ct_py_offsets *o, const struct ct_torch_layout *tl,
+		   uint64_t obj, char *buf, size_t len)
 {
+	static const char *const attrs[] = {"device_mesh", "_device_mesh"};
+	struct ct_params sink = {0};
 	struct ct_param t = {.ndim = -1};
+	struct walk w = {.pid = pid, .o = o, .tl = tl, .out = &sink};
 	char dev[32] = "?", names[96] = "", name[32];
-	uint64_t v, items[CT_PARAM_DIMS_MAX];
+	uint64_t mesh = 0, v, items[CT_PARAM_DIMS_MAX];
 	size_t n = 0, o2;
+	int err = -ENOENT;
 
-	if (!ct_py_getattr(w->pid, w->oo, w->o, mesh, "device_type", &v))
-		ct_py_read_str(w->pid, w->o, v, dev, sizeof(dev));
-	if (!ct_py_getattr(w->pid, w->oo, w->o, mesh, "mesh", &v))
-		tensor_meta(w, v, &t);
-	if (!ct_py_getattr(w->pid, w->oo, w->o, mesh, "mesh_dim_names", &v) && !is_none(w, v) &&
-	    !ct_py_tuple_items(w->pid, w->oo, w->o, v, items, CT_PARAM_DIMS_MAX, &n)) {
+	w.oo = ct_py_objoffsets_for(o->major, o->minor);
+	if (!w.oo)
+		return -ENOTSUP;
+	for (size_t i = 0; i < 2 && err; i++)
+		err = ct_py_getattr(pid, w.oo, o, obj, attrs[i], &mesh);
+	if (err && !ct_py_getattr(pid, w.oo, o, obj, "_spec", &v))
+		err = ct_py_getattr(pid, w.oo, o, v, "mesh", &mesh);
+	if (err || is_none(&w, mesh))
+		return err ? err : -ENOENT;
+	if (!ct_py_getattr(pid, w.oo, o, mesh, "device_type", &v))
+		ct_py_read_str(pid, o, v, dev, sizeof(dev));
+	if (!ct_py_getattr(pid, w.oo, o, mesh, "mesh", &v))
+		tensor_meta(&w, v, &t);
+	if (!ct_py_getattr(pid, w.oo, o, mesh, "mesh_dim_names", &v) && !is_none(&w, v) &&
+	    !ct_py_tuple_items(pid, w.oo, o, v, items, CT_PARAM_DIMS_MAX, &n)) {
 		o2 = 0;
 		for (size_t i = 0; i < n && o2 < sizeof(names); i++) {
-			if (ct_py_read_str(w->pid, w->o, items[i], name, sizeof(name)))
+			if (ct_py_read_str(pid, o, items[i], name, sizeof(name)))
 				snprintf(name, sizeof(name), "?");
 			o2 += (size_t)snprintf(names + o2, sizeof(names) - o2, "%s%s",
 					       i ? ", " : "", name);
@@ -489,49 +491,7 @@ static void mesh_format(struct walk *w, uint64_t mesh, char *buf, size_t len)
 		o2 += (size_t)snprintf(buf + o2, len - o2, ", dims=(%s)", names);
 	if (o2 < len)
 		snprintf(buf + o2, len - o2, ")");
-}
-
-int ct_tensor_mesh(pid_t pid, const struct ct_py_offsets *o, const struct ct_torch_layout *tl,
-		   uint64_t obj, char *buf, size_t len)
-{
-	static const char *const attrs[] = {"device_mesh", "_device_mesh"};
-	struct ct_params sink = {0};
-	struct walk w = {.pid = pid, .o = o, .tl = tl, .out = &sink};
-	uint64_t mesh = 0, v;
-	int err = -ENOENT;
-
-	w.oo = ct_py_objoffsets_for(o->major, o->minor);
-	if (!w.oo)
-		return -ENOTSUP;
-	for (size_t i = 0; i < 2 && err; i++)
-		err = ct_py_getattr(pid, w.oo, o, obj, attrs[i], &mesh);
-	if (err && !ct_py_getattr(pid, w.oo, o, obj, "_spec", &v))
-		err = ct_py_getattr(pid, w.oo, o, v, "mesh", &mesh);
-	if (err || is_none(&w, mesh))
-		return err ? err : -ENOENT;
-	mesh_format(&w, mesh, buf, len);
 	return 0;
-}
-
-int ct_spec_read(pid_t pid, const struct ct_py_offsets *o, const struct ct_torch_layout *tl,
-		 uint64_t spec, char *placements, size_t plen, char *mesh, size_t mlen)
-{
-	struct ct_params sink = {0};
-	struct walk w = {.pid = pid, .o = o, .tl = tl, .out = &sink};
-	char tn[32];
-	uint64_t v;
-
-	placements[0] = mesh[0] = '\0';
-	w.oo = ct_py_objoffsets_for(o->major, o->minor);
-	if (!w.oo)
-		return -ENOTSUP;
-	if (ct_py_read_type_name(pid, o, spec, tn, sizeof(tn)) || strcmp(tn, "DTensorSpec"))
-		return -ESTALE; /* freed, its memory another object's */
-	if (!ct_py_getattr(pid, w.oo, o, spec, "placements", &v))
-		placements_of(&w, v, placements, plen);
-	if (!ct_py_getattr(pid, w.oo, o, spec, "mesh", &v) && !is_none(&w, v))
-		mesh_format(&w, v, mesh, mlen);
-	return placements[0] && mesh[0] ? 0 : -ENOENT; /* being made, or going */
 }
 
 static struct ct_param *param_slot(struct walk *w)

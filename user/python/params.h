@@ -94,13 +94,6 @@ void ct_tensor_placements(pid_t pid, const struct ct_py_offsets *o, uint64_t obj
  * 0, or -errno (-ENOENT: none). tl: the shape of the mesh, when known. */
 int ct_tensor_mesh(pid_t pid, const struct ct_py_offsets *o, const struct ct_torch_layout *tl,
 		   uint64_t obj, char *buf, size_t len);
-/*
- * The placements and mesh of a DTensorSpec (a DTensor's _spec, taken when the op ran):
- * -ESTALE when spec is no longer a DTensorSpec (freed), -ENOENT when either could not be
- * read (it is being made or destroyed), else 0.
- */
-int ct_spec_read(pid_t pid, const struct ct_py_offsets *o, const struct ct_torch_layout *tl,
-		 uint64_t spec, char *placements, size_t plen, char *mesh, size_t mlen);
 
 /* The name of a TypeMeta index ("torch.float32"), NULL when unknown. */
 const char *ct_torch_dtype_name(uint16_t dtype);

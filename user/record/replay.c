@@ -358,6 +358,11 @@ int ct_replay_file(struct ct_session *s, FILE *f, struct ct_replay_stats *st, ch
 			if (ct_rec_op_ok(&buf->op, fr.len))
 				ct_calls_on_op(s, &buf->op);
 			break;
+		case CT_EV_BACKWARD:
+		case CT_EV_BACKWARD_END:
+			if (fr.len >= sizeof(struct ct_hdr))
+				ct_calls_on_backward(s, &buf->op.hdr);
+			break;
 		case CT_EV_EXEC:
 		case CT_EV_FORK:
 		case CT_EV_EXIT:

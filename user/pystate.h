@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Python side's state, shared by user/pystacks.c (interpreters, stacks, names) and
+ * user/pyops.c (--ops' entries and exits), which uses the helpers below; nothing else
+ * includes it.
+ */
+#ifndef CT_PYSTATE_H
+#define CT_PYSTATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "pystacks.h"
+#include "python/autograd.h"
+#include "python/profiles.h"
+#include "python/symbolize.h"
+
+struct ct_torch_layout;
+
+/* Which rule a code object matched: looked up once per code object, not per event. */
+#define ROLE_CACHE 4096
+
+struct role_slot {
+	pid_t pid;
+	uint64_t code;
+	const struct ct_rule *rule; /* NULL: no role */
+	const char *op;		    /* the op a torch collective API dispatches, or NULL */
+	int valid;
+};
+
+/* Names of objects (modules in their parent, ops), by (pid, parent, object). */
+#define NAME_CACHE 1024
+
+struct name_slot {
+	pid_t pid;
+	uint64_t parent, obj;
+	const char *name;
+	unsigned int fallback; /* module_label: lookups that fell back to the class name */
+};
+
+/* --ops: the function a functools.wraps wrapper wraps, as its code object, by (pid, wrapper
+ * function). A wrapper made per function lives as long as it; a stale slot only costs a
+ * misjudged wrapper until its verdict is evicted, and the symbolizer checks the code. */
+#define WRAP_CACHE 256
+
+struct wrap_slot {
+	pid_t pid;
+	uint64_t func, code;
+};
+
+struct ct_pystate {
+	struct ct_pysym_cache *sym;
+	struct ct_profiles profiles;
+	struct role_slot roles[ROLE_CACHE];
+	struct name_slot names[NAME_CACHE];
+	struct wrap_slot wraps[WRAP_CACHE];
+	struct ct_py_counts counts;
+	struct ct_ops_stats ops;
+	struct ct_opvals_cache *vals;			/* --ops: op argument and result types */
+	struct ct_pyframe frames_buf[CT_PY_MAX_FRAMES]; /* one stack, symbolized */
+	int frames_rc[CT_PY_MAX_FRAMES];
+	struct ct_ctxtab *ctxs; /* autograd contexts' forward module paths */
+};
+
+/*
+ * --ops: per process, the calls in flight on each thread as BPF sent them; and whether the
+ * thread is in a backward pass (between THPEngine_run_backward's entry and return; where
+ * that is not probed, from an autograd Function's backward to the next module entry), with
+ * the forward module path of the ctx whose backward (BackwardCFunction.apply) ran last:
+ * the backward's ops go under it.
+ */
+struct ops_thread {
+	pid_t tid;
+	int n;
+	struct {
+		int32_t node; /* its tree node, or -1 (not kept, or merged) */
+		uint64_t code;
+	} at[CT_OPS_MAX_DEPTH];
+	bool backward;
+	int engine; /* autograd engine runs in flight (THPEngine_run_backward) */
+	struct ct_ctx_path bwd;
+};
+
+struct ct_pyops {
+	struct ops_thread threads[CT_TREE_MAX_THREADS];
+};
+
+/* The rule a code object (symbolized as f) matched, or NULL; cached by code object. */
+const struct ct_rule *ct_pys_role_of(struct ct_pystate *st, pid_t pid, uint64_t code,
+				     const struct ct_pyframe *f);
+uint8_t ct_pys_node_type(const struct ct_rule *r);
+/* The display name of a module/op/redistribute frame, by its rule (a module's: its FQN). */
+const char *ct_pys_node_name(struct ct_pystate *st, struct ct_proc *p, const struct ct_rule *r,
+			     const struct ct_pyframe *f, uint8_t type, uint64_t parent_module,
+			     const char *parent_fqn, uint64_t self, uint64_t arg1);
+/* A class's or callable's name (callable), or an object's type name; cached, interned. */
+const char *ct_pys_object_label(struct ct_pystate *st, struct ct_proc *p, uint64_t obj,
+				bool callable);
+/* Give BPF the process's interpreter layout and, with tl, torch's tensor layout. */
+int ct_pys_update_pyproc(struct ct_session *s, struct ct_proc *p, const struct ct_torch_layout *tl);
+/* Tell BPF torch's tensor layout once torch is known in the process. */
+void ct_pys_torch_layout_to_bpf(struct ct_session *s, struct ct_proc *p);
+
+#endif
