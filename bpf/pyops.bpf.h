@@ -216,7 +216,7 @@ int ct_py_enter(struct pt_regs *ctx)
 		e.arg1 = rd64(locals + 8);
 	}
 	if (!verdict && !e.wrapped && pp->off.frame_func != CT_PY_NONE) {
-		/* Not judged yet: if it is a wrapper, this call is told apart by what follows. */
+		/* Not judged yet: in case it is a wrapper's, send its args' items and function. */
 		args = rd64(locals);
 		if (is_tuple(pp, args)) {
 			e.func = rd64(frame + pp->off.frame_func);
