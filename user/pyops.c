@@ -78,6 +78,16 @@ struct op_call {
 	bool autograd;		    /* an autograd Function's backward, self its ctx */
 };
 
+/* The rule of a code object (NULL: none), symbolized into f; 0 or -errno. */
+static int rule_of(struct ct_pystate *st, struct ct_proc *p, uint64_t code, struct ct_pyframe *f,
+		   const struct ct_rule **r)
+{
+	int rc = ct_py_symbolize(st->sym, p->pid, &p->py.offsets, code, 0, f);
+
+	*r = rc ? NULL : ct_pys_role_of(st, p->pid, code, f);
+	return rc;
+}
+
 /*
  * Judge an entry by its frame's rule; a wrapper's call by the rule of the function it wraps,
  * with the wrapper's args as that function's locals. Tells BPF the verdicts it lacked. 0, or
@@ -97,9 +107,7 @@ static int judge_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_
 	if (ev->wrapped == CT_OP_WRAPPED)
 		rc = wrapped_code(st, p, ev->code, &c->code);
 	if (!rc)
-		rc = ct_py_symbolize(st->sym, p->pid, &p->py.offsets, c->code, 0, &c->f);
-	if (!rc)
-		r = ct_pys_role_of(st, p->pid, c->code, &c->f);
+		rc = rule_of(st, p, c->code, &c->f, &r);
 	if (!rc && r && r->role == CT_ROLE_WRAPPER && ev->wrapped == CT_OP_MAYBE_WRAPPER && v) {
 		/* Its first call, sent before BPF knew: the args tuple's items came with it. */
 		set_verdict(s, p, ev->code, r);
@@ -108,10 +116,10 @@ static int judge_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_
 		c->arg1 = v->n > 1 ? v->v[1].obj : 0;
 		v = NULL; /* the op's own values were not read: not described */
 		through = true;
+		r = NULL;
 		rc = wrapped_code(st, p, ev->func, &c->code);
 		if (!rc)
-			rc = ct_py_symbolize(st->sym, p->pid, &p->py.offsets, c->code, 0, &c->f);
-		r = rc ? NULL : ct_pys_role_of(st, p->pid, c->code, &c->f);
+			rc = rule_of(st, p, c->code, &c->f, &r);
 	} else if (ev->wrapped == CT_OP_MAYBE_WRAPPER) {
 		v = NULL; /* not a wrapper: the items were of its first argument */
 	}
@@ -244,11 +252,8 @@ void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_eve
 		}
 		if (type == CT_NODE_MODULE && !mod)
 			p->root_module = c.self;
-		if (type == CT_NODE_OP && node >= 0 &&
-		    ct_py_is_class(p->pid, ct_py_objoffsets_for(p->py.major, p->py.minor),
-				   &p->py.offsets, c.self))
-			ct_tree_set_dispatcher(&p->tree, node,
-					       ct_pys_object_label(st, p, c.self, true));
+		if (type == CT_NODE_OP && node >= 0)
+			ct_tree_set_dispatcher(&p->tree, node, ct_pys_class_label(st, p, c.self));
 		set_values(s, p, node, false, c.vals);
 	}
 	if (n >= CT_OPS_MAX_DEPTH) {

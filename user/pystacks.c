@@ -298,6 +298,27 @@ const char *ct_pys_object_label(struct ct_pystate *st, struct ct_proc *p, uint64
 	return n->name;
 }
 
+/* Names cached under this parent are classes' (NULL for an object that is not one). */
+#define CLASS_NAMES 2
+
+const char *ct_pys_class_label(struct ct_pystate *st, struct ct_proc *p, uint64_t obj)
+{
+	const struct ct_py_objoffsets *oo = ct_py_objoffsets_for(p->py.major, p->py.minor);
+	char buf[128];
+	bool hit;
+	struct name_slot *n = name_slot(st, p->pid, CLASS_NAMES, obj, &hit);
+
+	if (!hit) {
+		if (!ct_py_is_class(p->pid, oo, &p->py.offsets, obj))
+			n->name = ""; /* not a class, cached as such */
+		else if (ct_py_callable_name(p->pid, oo, &p->py.offsets, obj, buf, sizeof(buf)))
+			n->name = "?";
+		else
+			n->name = ct_intern(buf);
+	}
+	return n->name[0] ? n->name : NULL;
+}
+
 /*
  * A module's name: its attribute in the enclosing module, else its class. A failed
  * lookup is not cached as the class name: it is tried again at the next stack (up to

@@ -95,6 +95,8 @@ const char *ct_pys_node_name(struct ct_pystate *st, struct ct_proc *p, const str
 /* A class's or callable's name (callable), or an object's type name; cached, interned. */
 const char *ct_pys_object_label(struct ct_pystate *st, struct ct_proc *p, uint64_t obj,
 				bool callable);
+/* The name of obj if it is a class (an op's dispatching class), else NULL; cached. */
+const char *ct_pys_class_label(struct ct_pystate *st, struct ct_proc *p, uint64_t obj);
 /* Give BPF the process's interpreter layout and, with tl, torch's tensor layout. */
 int ct_pys_update_pyproc(struct ct_session *s, struct ct_proc *p, const struct ct_torch_layout *tl);
 /* Tell BPF torch's tensor layout once torch is known in the process. */
