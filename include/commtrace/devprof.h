@@ -377,8 +377,9 @@ static inline void ct_devprof_buffer_stamp(void *buf, const struct ct_devprof_ru
 /*
  * The sampling window, after torch.profiler.schedule() (seed 004's schedule()): skip
  * skip_first steps, then cycles of wait + warmup + active steps, repeat cycles in all
- * (0: forever). Warmup calls sample but their buffers are discarded, so the first
- * saved call does not pay first-touch costs.
+ * (0: forever); skip_first_wait non-zero leaves out the first cycle's wait (torch 2.6).
+ * Warmup calls sample but their buffers are discarded, so the first saved call does
+ * not pay first-touch costs.
  */
 struct ct_devprof_schedule {
 	uint32_t skip_first;
@@ -386,6 +387,7 @@ struct ct_devprof_schedule {
 	uint32_t warmup;
 	uint32_t active;
 	uint32_t repeat;
+	uint32_t skip_first_wait;
 };
 
 enum ct_devprof_action {
@@ -403,6 +405,8 @@ static inline enum ct_devprof_action ct_devprof_schedule_action(const struct ct_
 	if (step < s->skip_first || !s->active)
 		return CT_DEVPROF_NONE;
 	step -= s->skip_first;
+	if (s->skip_first_wait)
+		step += s->wait;
 	if (s->repeat && step / cycle >= s->repeat)
 		return CT_DEVPROF_NONE;
 	pos = step % cycle;

@@ -418,6 +418,14 @@ def test_schedule():
         (2, 0, "warmup"), (3, 0, "record"), (4, 0, "record_and_save")]
     assert len(rows) == 14
     assert devprof("schedule", "--active", 0, "--steps", 3).returncode == 2
+    # torch 2.6's skip_first_wait: the first warmup right after skip_first
+    p = devprof("schedule", "--skip-first", 1, "--wait", 2, "--warmup", 1, "--active", 1,
+                "--skip-first-wait", 1, "--steps", 6, "--json", check=0)
+    assert [r["action"] for r in json.loads(p.stdout)] == [
+        "none", "warmup", "record_and_save", "none", "none", "warmup"]
+    # options match whole names: --skip (fuse's) is not --skip-first
+    p = devprof("schedule", "--skip", 1, "--active", 1, "--steps", 1)
+    assert p.returncode == 2 and "--skip does not apply" in p.stderr
 
 
 def test_usage_errors(tmp_path):

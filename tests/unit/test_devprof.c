@@ -490,6 +490,34 @@ TEST(devprof_schedule)
 	ASSERT_EQ(cfg.profile_enable, 0, "no buffer off");
 }
 
+/* torch 2.6's skip_first_wait: the first cycle starts with its warmup after skip_first. */
+TEST(devprof_schedule_skip_first_wait)
+{
+	static const struct ct_devprof_schedule s = {.skip_first = 2,
+						     .wait = 3,
+						     .warmup = 1,
+						     .active = 2,
+						     .repeat = 2,
+						     .skip_first_wait = 1};
+	static const enum ct_devprof_action want[] = {
+	    CT_DEVPROF_NONE,
+	    CT_DEVPROF_NONE,
+	    CT_DEVPROF_WARMUP,
+	    CT_DEVPROF_RECORD,
+	    CT_DEVPROF_RECORD_AND_SAVE,
+	    CT_DEVPROF_NONE,
+	    CT_DEVPROF_NONE,
+	    CT_DEVPROF_NONE,
+	    CT_DEVPROF_WARMUP,
+	    CT_DEVPROF_RECORD,
+	    CT_DEVPROF_RECORD_AND_SAVE,
+	    CT_DEVPROF_NONE,
+	};
+
+	for (uint64_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		ASSERT_EQ(ct_devprof_schedule_action(&s, i), want[i], "action");
+}
+
 /* The recorder's sampling path, compiled for the host (the off path: devprof_guard). */
 TEST(devprof_recorder)
 {

@@ -58,41 +58,6 @@ static int parse_list(const char *s, uint32_t *out, uint32_t max, uint32_t *n)
 	return 0;
 }
 
-static int write_json(const char *path, const cJSON *doc, int formatted, struct devprof_err *err)
-{
-	char *s = formatted ? cJSON_Print(doc) : cJSON_PrintUnformatted(doc);
-	int rc;
-
-	if (!s)
-		return devprof_errf(err, DEVPROF_E_NOMEM, "out of memory printing JSON");
-	rc = devprof_write_file(path, s, strlen(s), err);
-	if (!rc && strcmp(path, "-") == 0)
-		putchar('\n');
-	free(s);
-	return rc;
-}
-
-static int load_meta(const char *path, cJSON **meta, struct devprof_err *err)
-{
-	uint8_t *data;
-	size_t len;
-	int rc;
-
-	rc = devprof_read_file(path, CT_DEVPROF_MAX_META, &data, &len, err);
-	if (rc)
-		return rc;
-	*meta = devprof_parse_json(data, len, DEVPROF_E_META, path, err);
-	free(data);
-	if (!*meta)
-		return DEVPROF_E_META;
-	rc = devprof_meta_check(*meta, path, err);
-	if (rc) {
-		cJSON_Delete(*meta);
-		*meta = NULL;
-	}
-	return rc;
-}
-
 static int parse_display(const char *s, enum devprof_display *d)
 {
 	if (!strcmp(s, "stage"))
@@ -102,30 +67,6 @@ static int parse_display(const char *s, enum devprof_display *d)
 	else
 		return -1;
 	return 0;
-}
-
-/*
- * JSON (from 'devprof decode') starts with '{' after optional whitespace; anything else
- * is decoded as a buffer, so a damaged buffer reports its real error class.
- */
-static int load_device(const char *path, const struct devprof_export_opts *eo, cJSON **doc,
-		       struct devprof_err *err)
-{
-	uint8_t *data;
-	size_t len, i = 0;
-	int rc;
-
-	rc = devprof_read_file(path, DEVPROF_MAX_FILE, &data, &len, err);
-	if (rc)
-		return rc;
-	while (i < len && (data[i] == ' ' || data[i] == '\n' || data[i] == '\r' || data[i] == '\t'))
-		i++;
-	if (i < len && data[i] == '{')
-		*doc = devprof_parse_json(data, len, DEVPROF_E_DEVJSON, path, err);
-	else
-		*doc = devprof_build_trace(data, len, eo, err);
-	free(data);
-	return *doc ? 0 : err->code;
 }
 
 static const char decode_help[] =
@@ -196,6 +137,7 @@ static const char schedule_help[] =
     "schedule(); the C API is ct_devprof_session_* in include/commtrace/devprof.h):\n"
     "skip-first steps, then cycles of wait, warmup and active steps, repeat times.\n"
     "  --skip-first N  --wait N  --warmup N  --active N  --repeat N (0: forever)\n"
+    "  --skip-first-wait N   non-zero: no wait before the first cycle (torch 2.6)\n"
     "  --steps N             steps to print\n"
     "  --calls-per-step N    kernel calls per step (default 1)\n"
     "  --max-per-step N      sample at most N calls per step (default: all)\n"
@@ -223,7 +165,7 @@ static const char main_help[] =
     "  plan       per-core capacity from the schedule\n"
     "  schedule   which steps and calls sample (wait/warmup/active/repeat)\n"
     "  gen        buffers with known content, valid or corrupt\n"
-    "Exit codes: 0 ok, 2 usage, 3 I/O, 4 memory, 10 magic, 11 version, 12 truncated,\n"
+    "Exit codes: 0 ok, 1 out of memory, 2 usage, 6 I/O, 10 magic, 11 version, 12 truncated,\n"
     "13 layout, 14 count over capacity, 15 frequency, 16 end before start, 17 record\n"
     "kind, 18 slot, 19 no records, 20 metadata, 21 profiler trace, 22 host alignment\n"
     "refused, 23 alignment, 24 plan, 25 device JSON, 26 drops in a slot that is not\n"
@@ -255,7 +197,8 @@ enum {
 	O_MPS,
 	O_SCEN,
 	O_CORRUPT,
-	O_IN_ORDER
+	O_IN_ORDER,
+	O_SKIPFW
 };
 
 static const struct option long_opts[] = {
@@ -284,6 +227,7 @@ static const struct option long_opts[] = {
     {"scenario", required_argument, NULL, O_SCEN},
     {"corrupt", required_argument, NULL, O_CORRUPT},
     {"align-in-order", no_argument, NULL, O_IN_ORDER},
+    {"skip-first-wait", required_argument, NULL, O_SKIPFW},
     {NULL, 0, NULL, 0},
 };
 
@@ -295,6 +239,17 @@ struct args {
 	struct ct_devprof_schedule sched;
 	int host, json, have_aic, have_aiv, have_active, in_order;
 };
+
+/* Whether the space-separated list holds name as a whole word. */
+static int has_word(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = list; (p = strstr(p, name)); p += n)
+		if ((p == list || p[-1] == ' ') && (p[n] == ' ' || !p[n]))
+			return 1;
+	return 0;
+}
 
 /* Options are shared by name; each command rejects the ones it does not take. */
 static int parse_args(int argc, char **argv, const char *allowed, const char *help, struct args *a)
@@ -322,11 +277,11 @@ static int parse_args(int argc, char **argv, const char *allowed, const char *he
 		for (idx = 0; long_opts[idx].name; idx++)
 			if (long_opts[idx].val == c)
 				name = long_opts[idx].name;
-		if (c != 'o' && !strstr(allowed, name))
+		if (c != 'o' && !has_word(allowed, name))
 			return usage_err(a->cmd, "option --%s does not apply here", name);
 		switch (c) {
 		case 'o':
-			if (!strstr(allowed, "output"))
+			if (!has_word(allowed, "output"))
 				return usage_err(a->cmd, "option -o does not apply here", NULL);
 			a->out = optarg;
 			break;
@@ -384,6 +339,9 @@ static int parse_args(int argc, char **argv, const char *allowed, const char *he
 		case O_SKIPF:
 			u = &a->sched.skip_first;
 			break;
+		case O_SKIPFW:
+			u = &a->sched.skip_first_wait;
+			break;
 		case O_WAIT:
 			u = &a->sched.wait;
 			break;
@@ -422,12 +380,9 @@ static int parse_args(int argc, char **argv, const char *allowed, const char *he
 
 static int cmd_decode(int argc, char **argv)
 {
-	struct devprof_export_opts eo;
 	struct devprof_err err = {0};
-	cJSON *meta = NULL, *doc = NULL;
+	struct devprof_job j;
 	struct args a;
-	uint8_t *data = NULL;
-	size_t len;
 	int rc;
 
 	rc = parse_args(argc, argv, "output display meta pid-base", decode_help, &a);
@@ -435,25 +390,13 @@ static int cmd_decode(int argc, char **argv)
 		return rc < 0 ? 0 : rc;
 	if (!a.input || !a.out)
 		return usage_err(a.cmd, "needs a BUFFER and -o OUT%s", "");
-	devprof_export_opts_init(&eo);
-	eo.display = a.display;
-	eo.pid_base = (int)a.pid_base;
-	if (a.meta) {
-		rc = load_meta(a.meta, &meta, &err);
-		if (rc)
-			return fail(&err);
-		eo.meta = meta;
-		eo.meta_source = a.meta;
-	}
-	rc = devprof_read_file(a.input, DEVPROF_MAX_FILE, &data, &len, &err);
-	if (!rc) {
-		doc = devprof_build_trace(data, len, &eo, &err);
-		rc = doc ? write_json(a.out, doc, 1, &err) : err.code;
-	}
-	free(data);
-	cJSON_Delete(doc);
-	cJSON_Delete(meta);
-	return rc ? fail(&err) : 0;
+	devprof_job_init(&j);
+	j.device = a.input;
+	j.out = a.out;
+	j.meta = a.meta;
+	j.display = a.display;
+	j.pid_base = (int)a.pid_base;
+	return devprof_decode_files(&j, &err) ? fail(&err) : 0;
 }
 
 static int cmd_validate(int argc, char **argv)
@@ -503,13 +446,9 @@ static int cmd_validate(int argc, char **argv)
 
 static int cmd_fuse(int argc, char **argv)
 {
-	struct devprof_export_opts eo;
-	struct devprof_fuse_opts fo = {0};
 	struct devprof_err err = {0};
-	cJSON *meta = NULL, *dev = NULL, *prof = NULL, *out = NULL;
-	uint8_t *data = NULL;
+	struct devprof_job j;
 	struct args a;
-	size_t len;
 	int rc;
 
 	rc = parse_args(argc, argv,
@@ -522,38 +461,17 @@ static int cmd_fuse(int argc, char **argv)
 		return usage_err(a.cmd, "unexpected argument '%s'", a.input);
 	if (!a.device || !a.profiler || !a.out)
 		return usage_err(a.cmd, "needs --device, --profiler and -o%s", "");
-	devprof_export_opts_init(&eo);
-	eo.display = a.display;
-	if (a.meta) {
-		rc = load_meta(a.meta, &meta, &err);
-		if (rc)
-			return fail(&err);
-		eo.meta = meta;
-		eo.meta_source = a.meta;
-	}
-	rc = load_device(a.device, &eo, &dev, &err);
-	if (!rc)
-		rc = devprof_read_file(a.profiler, DEVPROF_MAX_TRACE, &data, &len, &err);
-	if (!rc) {
-		prof = devprof_parse_json(data, len, DEVPROF_E_TRACE, a.profiler, &err);
-		rc = prof ? 0 : err.code;
-	}
-	if (!rc) {
-		fo.allow_host_align = a.host;
-		fo.kernel_name = a.kname;
-		fo.skip = a.skip;
-		fo.align_in_order = a.in_order;
-		out = devprof_fuse(dev, prof, &fo, &err);
-		if (out)
-			prof = NULL; /* consumed by out */
-		rc = out ? write_json(a.out, out, 0, &err) : err.code;
-	}
-	free(data);
-	cJSON_Delete(meta);
-	cJSON_Delete(dev);
-	cJSON_Delete(prof);
-	cJSON_Delete(out);
-	return rc ? fail(&err) : 0;
+	devprof_job_init(&j);
+	j.device = a.device;
+	j.profiler = a.profiler;
+	j.out = a.out;
+	j.meta = a.meta;
+	j.display = a.display;
+	j.fuse.allow_host_align = a.host;
+	j.fuse.kernel_name = a.kname;
+	j.fuse.skip = a.skip;
+	j.fuse.align_in_order = a.in_order;
+	return devprof_fuse_files(&j, &err) ? fail(&err) : 0;
 }
 
 static int cmd_plan(int argc, char **argv)
@@ -618,10 +536,10 @@ static int cmd_schedule(int argc, char **argv)
 	uint32_t st, call;
 	int rc, first = 1;
 
-	rc = parse_args(
-	    argc, argv,
-	    "skip-first wait warmup active repeat steps calls-per-step max-per-step json",
-	    schedule_help, &a);
+	rc = parse_args(argc, argv,
+			"skip-first skip-first-wait wait warmup active repeat steps calls-per-step "
+			"max-per-step json",
+			schedule_help, &a);
 	if (rc)
 		return rc < 0 ? 0 : rc;
 	if (a.input)

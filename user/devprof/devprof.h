@@ -144,6 +144,22 @@ struct devprof_fuse_opts {
 cJSON *devprof_fuse(const cJSON *device, cJSON *profiler, const struct devprof_fuse_opts *o,
 		    struct devprof_err *err);
 
+/*
+ * The decode and fuse commands as jobs on files (devprof decode|fuse, and the shared
+ * library): device is the buffer (decode) or a buffer or decoded JSON (fuse), meta an
+ * optional --meta file; out is written only on success ("-": stdout).
+ */
+struct devprof_job {
+	const char *device, *profiler, *out, *meta;
+	enum devprof_display display;
+	int pid_base;
+	struct devprof_fuse_opts fuse;
+};
+
+void devprof_job_init(struct devprof_job *j); /* zeroes, pid_base 1 */
+int devprof_decode_files(const struct devprof_job *j, struct devprof_err *err);
+int devprof_fuse_files(const struct devprof_job *j, struct devprof_err *err);
+
 /* Capacity planner (FR-05), from the tasks each core runs, AIC and AIV separately. */
 struct devprof_plan {
 	uint32_t aic_cores, aiv_cores;
