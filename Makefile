@@ -105,13 +105,13 @@ unit: $(OUTPUT)/unit-tests
 test:
 	scripts/install-deps.sh
 	scripts/torch2-root.sh || echo "make test: no PyTorch 2.x root; its tests will skip"
-	$(MAKE) $(BIN) unit progs
+	$(MAKE) $(BIN) unit progs devprof-lib
 	tests/run
 
 # The whole suite against the sanitized tracer and unit tests: any report fails it.
 test-asan:
 	$(MAKE) SANITIZE=1 build/asan/commtrace-bpf build/asan/unit-tests
-	$(MAKE) progs
+	$(MAKE) progs devprof-lib
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=86 \
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	COMMTRACE_BPF=build/asan/commtrace-bpf COMMTRACE_UNIT=build/asan/unit-tests tests/run
@@ -124,22 +124,35 @@ demo:
 	$(MAKE) $(BIN) progs
 	scripts/demo.sh
 
-# sudo make install [PREFIX=/usr/local] [DESTDIR=...]: the binary, the man page, the docs.
+# sudo make install [PREFIX=/usr/local] [DESTDIR=...]: the binary, the man page, the docs,
+# the Python package commtrace.devprof (in the dist-packages Debian's python3 reads under
+# PREFIX), its shared library in PREFIX/lib (where the package looks, three folders up)
+# and the device-side headers for a MegaKernel's build.
 PREFIX  ?= /usr/local
 BINDIR  := $(DESTDIR)$(PREFIX)/sbin
 MANDIR  := $(DESTDIR)$(PREFIX)/share/man/man8
 DOCDIR  := $(DESTDIR)$(PREFIX)/share/doc/commtrace
+LIBDIR  := $(DESTDIR)$(PREFIX)/lib
+INCDIR  := $(DESTDIR)$(PREFIX)/include/commtrace
+PYDIR   := $(DESTDIR)$(PREFIX)/lib/python3.$(shell /usr/bin/python3 -c 'import sys; print(sys.version_info[1])')/dist-packages/commtrace
 DOCS    := README.md $(wildcard docs/*.md)
+HDRS    := include/commtrace/devprof.h include/commtrace/devprof_api.h
 install: commtrace-bpf
-	install -d $(BINDIR) $(MANDIR) $(DOCDIR)
+	install -d $(BINDIR) $(MANDIR) $(DOCDIR) $(LIBDIR) $(INCDIR) $(PYDIR)
 	install -m 0755 commtrace-bpf $(BINDIR)/commtrace-bpf
 	install -m 0644 docs/commtrace-bpf.8 $(MANDIR)/commtrace-bpf.8
 	install -m 0644 $(DOCS) $(DOCDIR)/
+	install -m 0755 $(DEVPROF_LIB) $(LIBDIR)/
+	install -m 0644 $(HDRS) $(INCDIR)/
+	install -m 0644 $(PY_PKG) $(PYDIR)/
 
-# Exactly what install put there, and the doc folder if nothing else is left in it.
+# Exactly what install put there, and the folders of ours that nothing else is left in.
 uninstall:
 	rm -f $(BINDIR)/commtrace-bpf $(MANDIR)/commtrace-bpf.8 $(addprefix $(DOCDIR)/,$(notdir $(DOCS)))
-	-rmdir $(DOCDIR) 2>/dev/null
+	rm -f $(LIBDIR)/$(notdir $(DEVPROF_LIB)) $(addprefix $(INCDIR)/,$(notdir $(HDRS)))
+	rm -f $(addprefix $(PYDIR)/,$(notdir $(PY_PKG)))
+	rm -rf $(PYDIR)/__pycache__
+	-rmdir $(DOCDIR) $(INCDIR) $(PYDIR) 2>/dev/null
 
 cuda:
 	@mkdir -p $(OUTPUT)/progs

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Builds the PyTorch 2.x test root: Debian 13 (trixie) made with debootstrap, with Debian's
-# python3-torch (2.6, CPython 3.13) and what torch.compile needs (libtorch-dev, g++).
+# python3-torch (2.6, CPython 3.13), what torch.compile needs (libtorch-dev, g++) and what
+# the devprof Python package's shared library links (libcjson1).
 # Usage: scripts/torch2-root.sh [DIR]   (default build/torch2-root)
 # Idempotent: a complete root (its stamp file present) is kept as it is, in well under a
 # second. A half-built one is removed and built again. Run as root.
@@ -9,7 +10,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:-$top/build/torch2-root}
 stamp=$dir/.commtrace-root
-pkgs=(python3-torch python3-numpy python3-setuptools libtorch-dev g++ procps)
+pkgs=(python3-torch python3-numpy python3-setuptools libtorch-dev g++ procps libcjson1)
 want="trixie ${pkgs[*]}"
 
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then

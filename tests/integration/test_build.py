@@ -5,6 +5,7 @@ import os
 import re
 import platform
 import subprocess
+import sys
 
 from conftest import REPO
 
@@ -75,12 +76,24 @@ def test_install_and_uninstall_exactly(tmp_path):
     files = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
     docs = sorted(f"opt/ct/share/doc/commtrace/{p.name}"
                   for p in [REPO / "README.md", *(REPO / "docs").glob("*.md")])
+    pydir = f"opt/ct/lib/python3.{sys.version_info[1]}/dist-packages/commtrace"
     assert files == sorted(["opt/ct/sbin/commtrace-bpf", "opt/ct/share/man/man8/commtrace-bpf.8",
-                            *docs]), files
+                            *docs, "opt/ct/lib/libcommtrace-devprof.so",
+                            "opt/ct/include/commtrace/devprof.h",
+                            "opt/ct/include/commtrace/devprof_api.h",
+                            f"{pydir}/__init__.py", f"{pydir}/devprof.py"]), files
     assert os.access(dest / "opt/ct/sbin/commtrace-bpf", os.X_OK)
     v = subprocess.run([str(dest / "opt/ct/sbin/commtrace-bpf"), "-V"], capture_output=True,
                        text=True, timeout=30)
     assert v.returncode == 0 and v.stdout.startswith("commtrace-bpf ")
+    # The installed package finds its installed library (PREFIX/lib), not the tree's.
+    code = ("from commtrace import devprof; devprof.schedule(active=1); "
+            "print(devprof.__file__, devprof._lib_handle._name)")
+    py = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                        cwd=tmp_path, env=dict(env, PYTHONPATH=str(dest / pydir / "..")))
+    assert py.returncode == 0, py.stderr
+    assert py.stdout.split() == [str(dest / pydir / "devprof.py"),
+                                 str(dest / "opt/ct/lib/libcommtrace-devprof.so")], py.stdout
     r = subprocess.run(["make", "uninstall", f"DESTDIR={dest}", "PREFIX=/opt/ct"], cwd=REPO,
                        capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 0, r.stderr
