@@ -152,6 +152,18 @@ static __always_inline __u64 eval_loc(const struct ct_args *args, const struct c
 		a = read_sized(a ? a + l->off1 : 0, 8);
 		a = read_sized(a, 8);
 		return read_sized(a ? a + l->off2 : 0, l->size);
+	case CT_LOC_GROUP0: {
+		__u32 v = 0;
+
+		a = read_sized(a ? a + l->off1 : 0, 8);
+		a = read_sized(a ? a + l->off2 : 0, 8);
+		a = read_sized(a, 8);
+		if (a & 1)
+			return (a >> 32) | (1ULL << 32);
+		if (!a || bpf_probe_read_user(&v, 4, (void *)(a + l->aux)))
+			return 0;
+		return (__u64)v | (1ULL << 32);
+	}
 	case CT_LOC_CONST:
 		return (__u64)l->off1 | ((__u64)l->off2 << 16);
 	case CT_LOC_INDEX:

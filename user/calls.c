@@ -129,11 +129,14 @@ static void diag_call(struct ct_session *s, const struct ct_call *k)
 	    .comm = ev->val[CT_V_COMM],
 	    .comm_size = (int32_t)ev->val[CT_V_COMM_SIZE],
 	    .comm_rank = (int32_t)ev->val[CT_V_COMM_RANK],
+	    .has_leader = (ev->val[CT_V_GROUP] >> 32) == 1,
+	    .leader = (int32_t)(uint32_t)ev->val[CT_V_GROUP],
 	    .has_count = fn->sent.on && fn->sent.count == CT_V_COUNT,
 	    .count = ev->val[CT_V_COUNT],
 	    .dtype = k->dtype,
 	    .bytes = k->sent > k->recv ? k->sent : k->recv,
 	    .ts = ev->hdr.ts,
+	    .c10d = k->lib->lib == CT_LIB_GLOO && ct_proc_has_lib(k->p, CT_LIB_C10D),
 	};
 
 	if (k->node >= 0 && k->node < k->p->tree.n) {

@@ -520,6 +520,14 @@ int ct_proc_comm_libs(const struct ct_proc *p)
 	return n;
 }
 
+bool ct_proc_has_lib(const struct ct_proc *p, int lib)
+{
+	for (int i = 0; i < p->n_libs; i++)
+		if (p->libs[i].file->desc->lib == lib)
+			return true;
+	return false;
+}
+
 int ct_attach_ldso(struct ct_session *s, const char *path)
 {
 	char err[256];

@@ -130,6 +130,8 @@ int ct_proc_scan(struct ct_session *s, struct ct_proc *p);
 void ct_proc_detach(struct ct_session *s, struct ct_proc *p);
 /* The communication libraries p maps (not the aux ones, libtorch_python). */
 int ct_proc_comm_libs(const struct ct_proc *p);
+/* Whether p maps a library of that kind (enum ct_lib) that is attached. */
+bool ct_proc_has_lib(const struct ct_proc *p, int lib);
 /* The dynamic linker's _dl_debug_state, file-wide, once per file: libraries loaded later. */
 int ct_attach_ldso(struct ct_session *s, const char *path);
 /*

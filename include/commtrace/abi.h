@@ -19,7 +19,7 @@
 #define CT_MAX_PROBES	 4096 /* probe specs (attach cookies) in one session */
 #define CT_MAX_DEPTH	 8    /* nested traced calls per thread (MPI inside c10d inside …) */
 #define CT_MAX_VEC	 4096 /* entries summed from a counts[] array (…v collectives) */
-#define CT_NVAL		 12   /* values decoded per call */
+#define CT_NVAL		 13   /* values decoded per call */
 #define CT_TASK_COMM_LEN 16
 
 /* Libraries. */
@@ -79,6 +79,12 @@ enum ct_val {
 	CT_V_COMM_SIZE, /* ranks in the communicator */
 	CT_V_COMM_RANK, /* this process' rank in it */
 	CT_V_OUT,	/* pointer whose target is read at return (CT_PF_OUT_PTR) */
+	/*
+	 * The world rank of the communicator's rank 0, with bit 32 set when it was read (0:
+	 * unknown): what tells apart communicators of one size made in one order (the TP
+	 * groups of a job), since their members share it and no other group of theirs does.
+	 */
+	CT_V_GROUP,
 };
 
 /* How a value slot is read. */
@@ -92,6 +98,13 @@ enum ct_loc_op {
 	CT_LOC_INDEX,  /* argument[val[aux]], `size`-byte element */
 	CT_LOC_CONST,  /* the constant off1 | off2 << 16 */
 	CT_LOC_COMMINFO, /* from the comm_info map, keyed by val[CT_V_COMM]: aux 0 size, 1 rank */
+	/*
+	 * The first process of a communicator's group (Open MPI): p = *(*(*(argument + off1) +
+	 * off2)), an array's first element; its u32 at p + aux, or bits 32-63 of p where p is
+	 * an Open MPI sentinel (bit 0 set: a process name, not a pointer); with bit 32 set
+	 * when read, 0 when not.
+	 */
+	CT_LOC_GROUP0,
 };
 
 struct ct_loc {
@@ -135,7 +148,7 @@ struct ct_probe_spec {
 	 */
 	__u8 n_order;
 	__u8 order[CT_NVAL];
-	__u8 pad[3];
+	__u8 pad[2];
 };
 
 /* Communicators whose size and rank were seen at creation (NCCL, HCCL). */

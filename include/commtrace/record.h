@@ -24,8 +24,10 @@
 
 #include <linux/types.h>
 
-#define CT_REC_MAGIC	 "CTRECORD"
-#define CT_REC_VERSION	 3 /* 2: ct_rec_pycall names its op and root class; 3: ct_op_event.func */
+#define CT_REC_MAGIC "CTRECORD"
+#define CT_REC_VERSION                                                                             \
+	4 /* 2: ct_rec_pycall names its op and root class; 3: ct_op_event.func; 4:                 \
+	     ct_call_event.val[CT_V_GROUP] */
 #define CT_REC_MAX_EVENT 8192 /* >= sizeof(struct ct_call_event) */
 #define CT_REC_MAX_DROPS 16   /* >= CT_DROP_MAX */
 

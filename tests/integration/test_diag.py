@@ -347,7 +347,7 @@ def test_clean_mpi_collectives(bpf, progs, mpi_available, reaper, start_tracer, 
     n = sum(v["calls"] for f, v in ledger["functions"].items() if f in MATCHABLE)
     assert n > 0 and js["diagnosis"]["collectives_matched"] == n, (
         n, js["diagnosis"])
-    assert [c["id"] for c in js["diagnosis"]["communicators"]] == ["mpi#0/2"]
+    assert [c["id"] for c in js["diagnosis"]["communicators"]] == ["mpi#0/2@0"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -390,7 +390,7 @@ def test_mpi_late_rank(bpf, progs, mpi_available, reaper, start_tracer, tmp_path
     assert f["ranks"] == [1] and f["pids"] == [pids[1]], f
     ev = f["evidence"]
     assert (ev["communicator"], ev["function"], ev["max_skew_seq"], ev["collectives_late"]) \
-        == ("mpi#0/2", "MPI_Allreduce", 2 * k + 2, 1), ev
+        == ("mpi#0/2@0", "MPI_Allreduce", 2 * k + 2, 1), ev
     assert ev["call_site"] is None, ev
     assert abs(ev["max_skew_ns"] / 1e9 - delay) <= 0.4, ev
     assert js["diagnosis"]["collectives_matched"] == 1 + 2 * steps + 1
@@ -413,7 +413,7 @@ def test_mpi_mismatch(bpf, progs, mpi_available, reaper, start_tracer, tmp_path)
         2 * k + 3, "count 1 vs 2", "MPI_Allreduce", "MPI_Allreduce"), ev
     assert (ev["bytes"], ev["bytes_other"], ev["mismatched_collectives"]) == (8, 8, 1), ev
     err = "\n".join(tr.stderr_lines())
-    assert "commtrace: MISMATCH: mismatched collective at #%d of mpi#0/2" % (2 * k + 3) in err
+    assert "commtrace: MISMATCH: mismatched collective at #%d of mpi#0/2@0" % (2 * k + 3) in err
 
 
 def test_mpi_hang_alert_live(bpf, progs, mpi_available, reaper, start_tracer, tmp_path):
@@ -428,7 +428,7 @@ def test_mpi_hang_alert_live(bpf, progs, mpi_available, reaper, start_tracer, tm
     line = tr.wait_line("commtrace: HANG:", timeout=60)
     seq = 2 * k + 2
     assert line.startswith(f"commtrace: HANG: rank 0 (pid {pids[0]}) blocked "), line
-    assert f" in MPI_Allreduce #{seq} on mpi#0/2; missing: rank 1 (pid {pids[1]}) at " \
+    assert f" in MPI_Allreduce #{seq} on mpi#0/2@0; missing: rank 1 (pid {pids[1]}) at " \
         f"#{seq - 1}" in line, line
     time.sleep(1)
     assert tr.proc.poll() is None, tr.describe()
@@ -444,7 +444,7 @@ def test_mpi_hang_alert_live(bpf, progs, mpi_available, reaper, start_tracer, tm
     prog = {g["rank"]: g for g in js["progress"]}
     assert sorted(prog) == [0, 1] and len(js["progress"]) == 2, js["progress"]
     assert (prog[0]["communicator"], prog[0]["entered"], prog[0]["completed"]) == \
-        ("mpi#0/2", seq, seq - 1), prog[0]
+        ("mpi#0/2@0", seq, seq - 1), prog[0]
     assert prog[0]["in_flight"]["seq"] == seq and prog[0]["in_flight"]["site"] is None
     assert prog[0]["in_flight"]["function"] == "MPI_Allreduce", prog[0]
     assert (prog[1]["entered"], prog[1]["completed"], prog[1]["in_flight"]) == \

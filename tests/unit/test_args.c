@@ -343,13 +343,16 @@ TEST(args_eval_loc_comm_info)
 
 /* Open MPI 4 objects at the offsets of user/catalog/mpi.c, laid out by hand here. */
 struct fake_ompi {
-	unsigned char dt[64], rdt[64], comm[256], group[32];
-	char op; /* its address is the MPI_Op handle */
+	unsigned char dt[64], rdt[64], comm[256], group[48], proc[64];
+	__u64 procs[2]; /* the group's ompi_proc_t pointers */
+	char op;	/* its address is the MPI_Op handle */
 };
 
+/* A communicator of size ranks, this one rank; world rank 6 is the group's rank 0. */
 static void ompi_init(struct fake_ompi *o, __u64 dtsize, __u64 rdtsize, int rank, int size)
 {
-	void *g = o->group;
+	void *g = o->group, *procs = o->procs;
+	__u32 leader = 6;
 
 	memset(o, 0, sizeof(*o));
 	memcpy(o->dt + 24, &dtsize, 8);
@@ -357,6 +360,9 @@ static void ompi_init(struct fake_ompi *o, __u64 dtsize, __u64 rdtsize, int rank
 	memcpy(o->comm + 228, &rank, 4);
 	memcpy(o->comm + 248, &g, 8);
 	memcpy(o->group + 16, &size, 4);
+	memcpy(o->group + 32, &procs, 8);
+	o->procs[0] = P(o->proc);
+	memcpy(o->proc + 44, &leader, 4);
 }
 
 TEST(args_decode_mpi)
@@ -380,9 +386,21 @@ TEST(args_decode_mpi)
 			ASSERT_EQ(v[CT_V_COMM], P(o.comm), "comm handle");
 			ASSERT_EQ(v[CT_V_COMM_RANK], 1, "c_my_rank");
 			ASSERT_EQ(v[CT_V_COMM_SIZE], 4, "grp_proc_count");
+			ASSERT_EQ(v[CT_V_GROUP], (1ULL << 32) | 6,
+				  "the leader's vpid, marked read");
 			ASSERT_EQ(ct_bytes(&ct_lib_mpi, &fn->sent, v), 80, "sent");
 			ASSERT_EQ(ct_bytes(&ct_lib_mpi, &fn->recv, v), 80, "received");
 		}
+		/* A sentinel (a process not instantiated): the vpid it encodes in bits 32-63. */
+		o.procs[0] = (9ULL << 32) | (3 << 16) | 1;
+		fn = decode(&ct_lib_mpi, "MPI_Allreduce", a, 6, v);
+		if (fn)
+			ASSERT_EQ(v[CT_V_GROUP], (1ULL << 32) | 9, "a sentinel's vpid");
+		o.procs[0] = 0x100; /* unreadable: unknown, not rank 0 */
+		fn = decode(&ct_lib_mpi, "MPI_Allreduce", a, 6, v);
+		if (fn)
+			ASSERT_EQ(v[CT_V_GROUP], 0, "unknown");
+		o.procs[0] = P(o.proc);
 	}
 	{ /* MPI_Allgatherv(sbuf, scount, sdt, rbuf, rcounts, displs, rdt, comm): 7, 8 stacked */
 		__u64 a[] = {0,		 0x1000,    3,	      P(o.dt),	0x2000,

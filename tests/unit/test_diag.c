@@ -554,7 +554,8 @@ TEST(diag_serialized_reductions)
 
 TEST(diag_bounds)
 {
-	struct ct_diag *d = mk(0, 100);
+	struct ct_diag_opts o = {.late_ns = 100 * MS, .max_comms = 64};
+	struct ct_diag *d = ct_diag_new(&o);
 	uint64_t t = MS;
 
 	/* Rank 0 runs 100 collectives ahead: the window forgets the oldest, and says so. */
@@ -584,9 +585,92 @@ TEST(diag_bounds)
 		ct_diag_call(d, &c);
 	}
 	ASSERT_EQ(ct_diag_drops(d)->handles_evicted, 4, "1 + 67 handles in 64 slots");
-	ASSERT_EQ(ct_diag_ncomms(d), CT_DIAG_COMMS, "identities capped");
+	ASSERT_EQ(ct_diag_ncomms(d), 64, "identities capped");
 	ASSERT_GT(ct_diag_drops(d)->comms_over_limit, 0, "and counted");
 	ct_diag_free(d);
+}
+
+/*
+ * The tables grow with the job: 4096 ranks on one world and 2048 pairs of them, every
+ * collective matched, nothing dropped; a cap set lower stops them there and counts it.
+ */
+TEST(diag_tables_grow)
+{
+	struct ct_diag_opts o = {.late_ns = 100 * MS};
+	struct ct_diag *d = ct_diag_new(&o);
+	uint64_t t = MS;
+	const int n = 4096;
+
+	for (int r = 0; r < n; r++) {
+		struct ct_diag_call w = call(r, CT_K_BARRIER, "MPI_Barrier", 0, n, 0, NULL, t);
+		struct ct_diag_call p =
+		    call(r, CT_K_ALLREDUCE, "MPI_Allreduce", 1, 2, 4, "MPI_INT", t + MS);
+
+		w.has_leader = p.has_leader = true;
+		w.leader = 0;
+		p.leader = r & ~1; /* pairs {0, 1}, {2, 3}, ...: one size, one order */
+		p.comm_rank = r & 1;
+		ct_diag_call(d, &w);
+		ct_diag_call(d, &p);
+	}
+	ASSERT_EQ(ct_diag_nprocs(d), n, "every process");
+	ASSERT_EQ(ct_diag_ncomms(d), 1 + n / 2, "the world and each pair");
+	ASSERT_EQ(ct_diag_nmembers(d), 2 * n, "two members a rank");
+	ASSERT_EQ(ct_diag_matched(d), 1 + n / 2, "the barrier and every pair's all-reduce");
+	ASSERT_EQ(ct_diag_drops(d)->members_over_limit + ct_diag_drops(d)->comms_over_limit +
+		      ct_diag_drops(d)->procs_over_limit + ct_diag_drops(d)->ambiguous,
+		  0, "nothing dropped");
+	{
+		char name[48];
+		int members;
+		uint64_t colls;
+		bool amb;
+
+		ASSERT_TRUE(ct_diag_comm_info(d, 2, name, sizeof(name), &members, &colls, &amb),
+			    "third identity");
+		ASSERT_STREQ(name, "mpi#0/2@2", "named by its leader");
+		ASSERT_EQ(members, 2, "its members");
+	}
+	ct_diag_free(d);
+	o.max_procs = 100;
+	o.max_members = 150;
+	d = ct_diag_new(&o);
+	for (int r = 0; r < 200; r++) {
+		struct ct_diag_call w = call(r, CT_K_BARRIER, "MPI_Barrier", 0, 200, 0, NULL, t);
+		struct ct_diag_call p = call(r, CT_K_BARRIER, "MPI_Barrier", 1, 200, 0, NULL, t);
+
+		ct_diag_call(d, &w);
+		ct_diag_call(d, &p);
+	}
+	ASSERT_EQ(ct_diag_nprocs(d), 100, "processes capped");
+	ASSERT_EQ(ct_diag_drops(d)->procs_over_limit, 200, "the others' calls counted");
+	ASSERT_EQ(ct_diag_nmembers(d), 150, "members capped");
+	ASSERT_EQ(ct_diag_drops(d)->members_over_limit, 50, "the rest counted");
+	ct_diag_free(d);
+}
+
+/* Two groups of one size made in one order: told apart by their leaders, not without. */
+TEST(diag_leader_identity)
+{
+	for (int known = 0; known < 2; known++) {
+		struct ct_diag *d = mk(0, 100);
+		uint64_t t = MS;
+
+		for (int r = 0; r < 4; r++) {
+			struct ct_diag_call c =
+			    call(r, CT_K_ALLREDUCE, "MPI_Allreduce", 1, 2, 4, "MPI_INT", t + r);
+
+			c.comm_rank = r % 2;
+			c.has_leader = known;
+			c.leader = r < 2 ? 0 : 2;
+			ct_diag_call(d, &c);
+		}
+		ASSERT_EQ(ct_diag_ncomms(d), known ? 2 : 1, "identities");
+		/* without: the first pair matched before the clash was seen, then no more */
+		ASSERT_EQ(ct_diag_matched(d), known ? 2 : 1, "matched");
+		ASSERT_EQ(ct_diag_drops(d)->ambiguous, known ? 0 : 2, "ambiguous without leaders");
+		ct_diag_free(d);
+	}
 }
 
 /*

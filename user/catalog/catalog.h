@@ -147,6 +147,11 @@ uint64_t ct_bytes(const struct ct_libdesc *lib, const struct ct_bytes_rule *r, c
 	{                                                                                          \
 		.op = CT_LOC_DEREF3, .arg = (n), .size = (sz), .off1 = (o1), .off2 = (o2)          \
 	}
+#define LOC_GROUP0(n, o1, o2, at)                                                                  \
+	{                                                                                          \
+		.op = CT_LOC_GROUP0, .arg = (n), .size = 4, .aux = (at), .off1 = (o1),             \
+		.off2 = (o2)                                                                       \
+	}
 #define LOC_SUM(n, sz)                                                                             \
 	{                                                                                          \
 		.op = CT_LOC_SUM, .arg = (n), .size = (sz), .aux = CT_V_COMM_SIZE                  \

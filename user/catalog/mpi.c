@@ -4,7 +4,10 @@
  * datatype size and the communicator's rank and group size are read in BPF at
  * these offsets of the release build's structs (Open MPI 5 moves them):
  * ompi_datatype_t.super.size, ompi_communicator_t.c_my_rank / c_local_group,
- * ompi_group_t.grp_proc_count. Datatype and op names come from the library's
+ * ompi_group_t.grp_proc_count, and the world rank of the group's first process
+ * (grp_proc_pointers[0]->super.proc_name.vpid, or the vpid a sentinel pointer encodes),
+ * which tells groups of one size apart (offsets from offsetof() against Debian's
+ * libopenmpi-dev 4.1.4 headers). Datatype and op names come from the library's
  * exported predefined objects (ompi_mpi_double …), compared by address.
  */
 #include "catalog/catalog.h"
@@ -13,12 +16,15 @@
 #define OMPI_COMM_RANK	 228
 #define OMPI_COMM_GROUP	 248
 #define OMPI_GROUP_NPROC 16
+#define OMPI_GROUP_PROCS 32
+#define OMPI_PROC_VPID	 44
 
 #define DT(n)  [CT_V_DTYPE] = LOC_ARG(n), [CT_V_DTSIZE] = LOC_DEREF(n, OMPI_DT_SIZE, 8)
 #define RDT(n) [CT_V_RDTYPE] = LOC_ARG(n), [CT_V_RDTSIZE] = LOC_DEREF(n, OMPI_DT_SIZE, 8)
 #define COMM(n)                                                                                    \
 	[CT_V_COMM] = LOC_ARG(n), [CT_V_COMM_RANK] = LOC_DEREF(n, OMPI_COMM_RANK, 4),              \
-	[CT_V_COMM_SIZE] = LOC_DEREF2(n, OMPI_COMM_GROUP, OMPI_GROUP_NPROC, 4)
+	[CT_V_COMM_SIZE] = LOC_DEREF2(n, OMPI_COMM_GROUP, OMPI_GROUP_NPROC, 4),                    \
+	[CT_V_GROUP] = LOC_GROUP0(n, OMPI_COMM_GROUP, OMPI_GROUP_PROCS, OMPI_PROC_VPID)
 /* Counts, roots and peers are C ints. */
 #define CNT(n)	[CT_V_COUNT] = LOC_ARG32(n)
 #define RCNT(n) [CT_V_RCOUNT] = LOC_ARG32(n)

@@ -5,28 +5,62 @@
 #include "catalog/catalog.h"
 #include "diag/internal.h"
 
-static int16_t comm_get(struct ct_diag *d, uint8_t lib, int32_t size, uint32_t ordinal)
+static uint64_t comm_key(uint8_t lib, int32_t size, uint32_t ordinal, int32_t leader)
 {
+	return ((uint64_t)lib << 56) ^ ((uint64_t)(uint32_t)size << 24) ^
+	       ((uint64_t)ordinal << 40) ^ (uint64_t)(uint32_t)(leader + 1) * 0x9e3779b97f4a7c15ULL;
+}
+
+/* Room for one more index in a growing list. */
+static bool grow_i32(int32_t **list, int n, int *cap)
+{
+	int nc = *cap ? *cap * 2 : 4;
+	int32_t *x;
+
+	if (n < *cap)
+		return true;
+	x = realloc(*list, (size_t)nc * sizeof(*x));
+	if (!x)
+		return false;
+	*list = x;
+	*cap = nc;
+	return true;
+}
+
+static bool same_comm(const struct comm *c, uint8_t lib, int32_t size, uint32_t ordinal,
+		      int32_t leader)
+{
+	return c->lib == lib && c->size == size && c->ordinal == ordinal && c->leader == leader;
+}
+
+static int32_t comm_get(struct ct_diag *d, uint8_t lib, int32_t size, uint32_t ordinal,
+			int32_t leader)
+{
+	uint64_t key = comm_key(lib, size, ordinal, leader);
+	int32_t at = diag_index_get(&d->comm_ix, key);
 	struct comm *c;
 
-	for (int i = 0; i < d->ncomms; i++) {
-		c = d->comms[i];
-		if (c->lib == lib && c->size == size && c->ordinal == ordinal)
-			return (int16_t)i;
-	}
-	if (d->ncomms == CT_DIAG_COMMS)
+	if (at && same_comm(d->comms[at - 1], lib, size, ordinal, leader))
+		return at - 1;
+	for (int i = 0; at && i < d->ncomms; i++) /* the key is a hash: a clash is scanned */
+		if (same_comm(d->comms[i], lib, size, ordinal, leader))
+			return i;
+	if (!diag_grow(&d->comms, d->ncomms, &d->capcomms, (int)d->o.max_comms))
 		return -1;
 	c = calloc(1, sizeof(*c));
-	if (!c)
+	if (!c || (!at && diag_index_put(&d->comm_ix, key, d->ncomms))) {
+		free(c);
 		return -1;
+	}
 	c->lib = lib;
 	c->size = size;
 	c->ordinal = ordinal;
+	c->leader = leader;
 	d->comms[d->ncomms] = c;
-	return (int16_t)d->ncomms++;
+	return d->ncomms++;
 }
 
-static int16_t member_get(struct ct_diag *d, int16_t ci, struct dproc *p, int32_t comm_rank)
+static int32_t member_get(struct ct_diag *d, int32_t ci, struct dproc *p, int32_t comm_rank)
 {
 	struct comm *c = d->comms[ci];
 	int pi = diag_proc_index(d, p);
@@ -39,34 +73,39 @@ static int16_t member_get(struct ct_diag *d, int16_t ci, struct dproc *p, int32_
 		if (m->comm_rank == comm_rank)
 			c->ambiguous = true; /* two processes, one rank: not one group */
 	}
-	if (d->nmembers == CT_DIAG_MEMBERS || c->nmembers == (int)ARRAY_LEN(c->members))
+	if (!grow_i32(&c->members, c->nmembers, &c->capmembers))
+		return -1;
+	if (!diag_grow(&d->members, d->nmembers, &d->capmembers, (int)d->o.max_members) ||
+	    !grow_i32(&p->mem, p->nmem, &p->capmem))
 		return -1;
 	m = calloc(1, sizeof(*m));
 	if (!m)
 		return -1;
+	p->mem[p->nmem++] = d->nmembers;
 	m->comm = ci;
-	m->proc = (int16_t)pi;
+	m->proc = pi;
 	m->comm_rank = comm_rank;
 	d->members[d->nmembers] = m;
-	c->members[c->nmembers++] = (int16_t)d->nmembers;
+	c->members[c->nmembers++] = d->nmembers;
 	if (c->nmembers > c->size)
 		c->ambiguous = true;
-	return (int16_t)d->nmembers++;
+	return d->nmembers++;
 }
 
 /* The member (process' half of a communicator identity) of a handle; -1: none. */
-int16_t diag_handle_member(struct ct_diag *d, struct dproc *p, const struct ct_diag_call *c,
+int32_t diag_handle_member(struct ct_diag *d, struct dproc *p, const struct ct_diag_call *c,
 			   const struct ct_stack_line *site)
 {
+	int32_t leader = c->has_leader ? c->leader : -1;
 	int slot = -1, k;
 	uint32_t ordinal;
-	int16_t ci, mi;
+	int32_t ci, mi;
 	char name[48];
 
 	p->clock++;
 	for (int i = 0; i < p->nh; i++)
 		if (p->h[i].handle == c->comm && p->h[i].lib == c->lib &&
-		    p->h[i].size == c->comm_size) {
+		    p->h[i].size == c->comm_size && p->h[i].leader == leader) {
 			p->h[i].last = p->clock;
 			return p->h[i].member;
 		}
@@ -84,7 +123,7 @@ int16_t diag_handle_member(struct ct_diag *d, struct dproc *p, const struct ct_d
 		p->nord++;
 	}
 	ordinal = p->ord[k].next++;
-	ci = comm_get(d, c->lib, c->comm_size, ordinal);
+	ci = comm_get(d, c->lib, c->comm_size, ordinal, leader);
 	mi = ci >= 0 ? member_get(d, ci, p, c->comm_rank) : -1;
 	if (ci < 0)
 		d->drops.comms_over_limit++;
@@ -94,8 +133,11 @@ int16_t diag_handle_member(struct ct_diag *d, struct dproc *p, const struct ct_d
 		if (ci >= 0)
 			diag_comm_name(d->comms[ci], name, sizeof(name));
 		else
-			snprintf(name, sizeof(name), "%s#%u/%d", ct_lib_name(c->lib), ordinal,
-				 c->comm_size);
+			diag_comm_name(&(struct comm){.lib = c->lib,
+						      .size = c->comm_size,
+						      .ordinal = ordinal,
+						      .leader = leader},
+				       name, sizeof(name));
 		diag_newcomm_add(d, p, c->function, false, site, name);
 	}
 	if (p->nh < CT_DIAG_HANDLES) {
@@ -110,6 +152,7 @@ int16_t diag_handle_member(struct ct_diag *d, struct dproc *p, const struct ct_d
 	p->h[slot].handle = c->comm;
 	p->h[slot].lib = c->lib;
 	p->h[slot].size = c->comm_size;
+	p->h[slot].leader = leader;
 	p->h[slot].member = mi;
 	p->h[slot].last = p->clock;
 	return mi;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* The diagnosis' tables and the helpers every part of it uses: construction, processes, formatting
  * of sites and stacks. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include "catalog/catalog.h"
@@ -106,7 +107,80 @@ void diag_who(char *buf, size_t len, const struct dproc *p)
 
 void diag_comm_name(const struct comm *c, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s#%u/%d", ct_lib_name(c->lib), c->ordinal, c->size);
+	if (c->leader >= 0)
+		snprintf(buf, len, "%s#%u/%d@%d", ct_lib_name(c->lib), c->ordinal, c->size,
+			 c->leader);
+	else
+		snprintf(buf, len, "%s#%u/%d", ct_lib_name(c->lib), c->ordinal, c->size);
+}
+
+static uint32_t ix_slot(uint64_t key, uint32_t cap)
+{
+	key ^= key >> 33;
+	key *= 0xff51afd7ed558ccdULL;
+	key ^= key >> 33;
+	return (uint32_t)key & (cap - 1);
+}
+
+int32_t diag_index_get(const struct diag_index *x, uint64_t key)
+{
+	if (!x->cap)
+		return 0;
+	for (uint32_t i = ix_slot(key, x->cap);; i = (i + 1) & (x->cap - 1)) {
+		if (!x->at[i])
+			return 0;
+		if (x->keys[i] == key)
+			return x->at[i];
+	}
+}
+
+int diag_index_put(struct diag_index *x, uint64_t key, int32_t entry)
+{
+	uint32_t i;
+
+	if ((x->n + 1) * 2 > x->cap) {
+		struct diag_index y = {.cap = x->cap ? x->cap * 2 : 64};
+
+		y.keys = calloc(y.cap, sizeof(*y.keys));
+		y.at = calloc(y.cap, sizeof(*y.at));
+		if (!y.keys || !y.at) {
+			free(y.keys);
+			free(y.at);
+			return -ENOMEM;
+		}
+		for (uint32_t k = 0; k < x->cap; k++)
+			if (x->at[k])
+				diag_index_put(&y, x->keys[k], x->at[k] - 1);
+		free(x->keys);
+		free(x->at);
+		*x = y;
+	}
+	for (i = ix_slot(key, x->cap); x->at[i]; i = (i + 1) & (x->cap - 1))
+		;
+	x->keys[i] = key;
+	x->at[i] = entry + 1;
+	x->n++;
+	return 0;
+}
+
+bool diag_grow(void *table, int n, int *cap, int max)
+{
+	void **t;
+	int nc;
+
+	if (n < *cap)
+		return true;
+	if (n >= max)
+		return false;
+	nc = *cap ? *cap * 2 : 16;
+	if (nc > max)
+		nc = max;
+	t = realloc(*(void ***)table, (size_t)nc * sizeof(*t));
+	if (!t)
+		return false;
+	*(void ***)table = t;
+	*cap = nc;
+	return true;
 }
 
 void diag_fmt_secs(char *buf, size_t len, uint64_t ns)
@@ -124,6 +198,12 @@ struct ct_diag *ct_diag_new(const struct ct_diag_opts *o)
 	d->last.member = -1;
 	if (!d->o.min_repeats)
 		d->o.min_repeats = 3;
+	if (!d->o.max_procs || d->o.max_procs > CT_DIAG_PROCS)
+		d->o.max_procs = CT_DIAG_PROCS;
+	if (!d->o.max_comms || d->o.max_comms > CT_DIAG_COMMS)
+		d->o.max_comms = CT_DIAG_COMMS;
+	if (!d->o.max_members || d->o.max_members > CT_DIAG_MEMBERS)
+		d->o.max_members = CT_DIAG_MEMBERS;
 	d->f = calloc(CT_DIAG_FINDINGS, sizeof(*d->f));
 	if (!d->f) {
 		free(d);
@@ -139,22 +219,34 @@ void ct_diag_free(struct ct_diag *d)
 	for (int i = 0; i < d->nprocs; i++) {
 		free(d->procs[i]->log);
 		free(d->procs[i]->stacks);
+		free(d->procs[i]->mem);
 		free(d->procs[i]);
 	}
-	for (int i = 0; i < d->ncomms; i++)
+	for (int i = 0; i < d->ncomms; i++) {
+		free(d->comms[i]->members);
+		free(d->comms[i]->mismatch);
 		free(d->comms[i]);
+	}
 	for (int i = 0; i < d->nmembers; i++)
 		free(d->members[i]);
+	free(d->procs);
+	free(d->comms);
+	free(d->members);
+	free(d->proc_ix.keys);
+	free(d->proc_ix.at);
+	free(d->comm_ix.keys);
+	free(d->comm_ix.at);
+	free(d->mrecs);
+	free(d->mms);
 	free(d->f);
 	free(d);
 }
 
 struct dproc *diag_proc_find(struct ct_diag *d, uint32_t pid)
 {
-	for (int i = 0; i < d->nprocs; i++)
-		if (d->procs[i]->pid == pid)
-			return d->procs[i];
-	return NULL;
+	int32_t at = diag_index_get(&d->proc_ix, pid);
+
+	return at ? d->procs[at - 1] : NULL;
 }
 
 struct dproc *diag_proc_get(struct ct_diag *d, uint32_t pid, int rank)
@@ -166,18 +258,20 @@ struct dproc *diag_proc_get(struct ct_diag *d, uint32_t pid, int rank)
 			p->rank = rank;
 		return p;
 	}
-	if (d->nprocs == CT_DIAG_PROCS)
+	if (!diag_grow(&d->procs, d->nprocs, &d->capprocs, (int)d->o.max_procs))
 		return NULL;
 	p = calloc(1, sizeof(*p));
-	if (!p)
+	if (!p || diag_index_put(&d->proc_ix, pid, d->nprocs)) {
+		free(p);
 		return NULL;
+	}
 	p->pid = pid;
 	p->rank = rank;
 	d->procs[d->nprocs++] = p;
 	return p;
 }
 
-struct rec *diag_rec_of(struct ct_diag *d, int16_t member, uint64_t seq)
+struct rec *diag_rec_of(struct ct_diag *d, int32_t member, uint64_t seq)
 {
 	struct rec *r;
 
@@ -189,10 +283,7 @@ struct rec *diag_rec_of(struct ct_diag *d, int16_t member, uint64_t seq)
 
 int diag_proc_index(const struct ct_diag *d, const struct dproc *p)
 {
-	for (int i = 0; i < d->nprocs; i++)
-		if (d->procs[i] == p)
-			return i;
-	return -1;
+	return diag_index_get(&d->proc_ix, p->pid) - 1;
 }
 
 bool ct_diag_proc_late(const struct ct_diag *d, int i, int *rank, uint64_t *late)
@@ -200,10 +291,7 @@ bool ct_diag_proc_late(const struct ct_diag *d, int i, int *rank, uint64_t *late
 	if (i < 0 || i >= d->nprocs)
 		return false;
 	*rank = d->procs[i]->rank;
-	*late = 0;
-	for (int k = 0; k < d->nmembers; k++)
-		if (d->members[k]->proc == i)
-			*late += d->members[k]->late;
+	*late = d->procs[i]->late;
 	return true;
 }
 

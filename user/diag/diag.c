@@ -5,7 +5,7 @@
 #include "catalog/catalog.h"
 #include "diag/internal.h"
 
-static void inflight_set(struct dproc *p, uint32_t tid, int16_t member, uint64_t seq, bool exec)
+static void inflight_set(struct dproc *p, uint32_t tid, int32_t member, uint64_t seq, bool exec)
 {
 	int slot = -1;
 
@@ -51,8 +51,8 @@ static void exec_start(struct ct_diag *d, struct dproc *p, const struct ct_diag_
 	d->drops.executions_unmatched++;
 }
 
-static void pair_add(struct dproc *p, const struct rec *a, const struct rec *b, int16_t ca,
-		     int16_t cb, uint64_t gap)
+static void pair_add(struct dproc *p, const struct rec *a, const struct rec *b, int32_t ca,
+		     int32_t cb, uint64_t gap)
 {
 	struct pair *x = NULL;
 
@@ -94,7 +94,7 @@ static void pair_add(struct dproc *p, const struct rec *a, const struct rec *b, 
 }
 
 /* Reductions on different communicators, the next issued only once the last completed. */
-static void serial_check(struct ct_diag *d, struct dproc *p, int16_t mi, const struct rec *r)
+static void serial_check(struct ct_diag *d, struct dproc *p, int32_t mi, const struct rec *r)
 {
 	int slot = -1;
 
@@ -110,8 +110,8 @@ static void serial_check(struct ct_diag *d, struct dproc *p, int16_t mi, const s
 		slot = (int)(r->tid % CT_DIAG_INFLIGHT);
 	if (p->last[slot].tid == r->tid) {
 		const struct rec *prev = diag_rec_of(d, p->last[slot].member, p->last[slot].seq);
-		int16_t pc = prev ? d->members[p->last[slot].member]->comm : -1;
-		int16_t rc = d->members[mi]->comm;
+		int32_t pc = prev ? d->members[p->last[slot].member]->comm : -1;
+		int32_t rc = d->members[mi]->comm;
 
 		if (prev && diag_is_reduction(prev->kind) && diag_is_reduction(r->kind) &&
 		    pc != rc && prev->end && r->ts >= prev->end &&
@@ -124,13 +124,13 @@ static void serial_check(struct ct_diag *d, struct dproc *p, int16_t mi, const s
 }
 
 /* The call's record: *mi_out and the returned sequence number (0: none). */
-static uint64_t diag_call(struct ct_diag *d, const struct ct_diag_call *c, int16_t *mi_out)
+static uint64_t diag_call(struct ct_diag *d, const struct ct_diag_call *c, int32_t *mi_out)
 {
 	const struct ct_stack_line *site = NULL;
 	struct dproc *p;
 	struct member *m;
 	struct rec *r;
-	int16_t mi;
+	int32_t mi;
 	int si;
 	bool helper;
 
@@ -158,7 +158,7 @@ static uint64_t diag_call(struct ct_diag *d, const struct ct_diag_call *c, int16
 		diag_log_add(d, p, c, -1, si, false, true);
 		return 0;
 	}
-	if (c->lib == CT_LIB_GLOO && p->c10d_gloo && !c->replayed) {
+	if (c->lib == CT_LIB_GLOO && (p->c10d_gloo || c->c10d) && !c->replayed) {
 		exec_start(d, p, c);
 		return 0;
 	}
@@ -203,7 +203,7 @@ static uint64_t diag_call(struct ct_diag *d, const struct ct_diag_call *c, int16
 	d->last.seq = r->seq;
 	if (c->replayed) { /* its completion comes from ct_diag_replay's end event */
 		serial_check(d, p, mi, r);
-		diag_match_try(d, m->comm, r->seq);
+		diag_match_arrived(d, m->comm, r->seq);
 		return r->seq;
 	}
 	if (c->lib == CT_LIB_C10D && !strncmp(c->function, "ProcessGroupGloo::", 18)) {
@@ -220,19 +220,19 @@ static uint64_t diag_call(struct ct_diag *d, const struct ct_diag_call *c, int16
 	}
 	inflight_set(p, c->tid, mi, r->seq, false);
 	serial_check(d, p, mi, r);
-	diag_match_try(d, m->comm, r->seq);
+	diag_match_arrived(d, m->comm, r->seq);
 	return r->seq;
 }
 
 void ct_diag_call(struct ct_diag *d, const struct ct_diag_call *c)
 {
-	int16_t mi;
+	int32_t mi;
 
 	diag_call(d, c, &mi);
 }
 
 /* A collective completed: its end, its log entry, its member's progress. */
-static void rec_end(struct ct_diag *d, struct dproc *p, int16_t member, struct rec *r, uint64_t ts)
+static void rec_end(struct ct_diag *d, struct dproc *p, int32_t member, struct rec *r, uint64_t ts)
 {
 	struct member *m = d->members[member];
 
@@ -266,12 +266,12 @@ void ct_diag_ret(struct ct_diag *d, uint32_t pid, uint32_t tid, uint8_t depth, u
 	}
 }
 
-uint64_t ct_diag_replay_call(struct ct_diag *d, const struct ct_diag_call *c, int16_t *member)
+uint64_t ct_diag_replay_call(struct ct_diag *d, const struct ct_diag_call *c, int32_t *member)
 {
 	return diag_call(d, c, member);
 }
 
-void ct_diag_replay_end(struct ct_diag *d, uint32_t pid, int16_t member, uint64_t seq, uint64_t ts)
+void ct_diag_replay_end(struct ct_diag *d, uint32_t pid, int32_t member, uint64_t seq, uint64_t ts)
 {
 	struct dproc *p = diag_proc_find(d, pid);
 	struct rec *r = diag_rec_of(d, member, seq);
@@ -285,17 +285,13 @@ void ct_diag_replay_end(struct ct_diag *d, uint32_t pid, int16_t member, uint64_
 void ct_diag_proc_exit(struct ct_diag *d, uint32_t pid)
 {
 	struct dproc *p = d ? diag_proc_find(d, pid) : NULL;
-	int pi;
 
 	if (!p || p->exited)
 		return;
 	p->exited = true;
-	pi = diag_proc_index(d, p);
-	for (int i = 0; i < d->nmembers; i++) {
-		struct member *m = d->members[i];
+	for (int i = 0; i < p->nmem; i++) {
+		struct member *m = d->members[p->mem[i]];
 
-		if (m->proc != pi)
-			continue;
 		for (int k = 0; k < CT_DIAG_WINDOW; k++)
 			if (m->w[k].seq && !m->w[k].end)
 				m->w[k].aborted = true;

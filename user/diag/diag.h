@@ -8,7 +8,8 @@
  * all-gather every step, reductions on different communicators serialized back to back).
  *
  * Pure logic over struct ct_diag_call / ct_diag_ret: no BPF, no session, so the unit
- * tests drive it with synthetic sequences. Bounded: fixed tables with a counter for
+ * tests drive it with synthetic sequences. Bounded: tables that grow with the job up to
+ * hard caps a 16k-rank job fits under, per-process tables of fixed size, and a counter for
  * everything that did not fit or was evicted (struct ct_diag_drops).
  */
 #ifndef CT_DIAG_H
@@ -19,10 +20,10 @@
 #include <stdio.h>
 #include "tree.h"
 
-#define CT_DIAG_COMMS	   64	  /* communicator identities per session */
-#define CT_DIAG_MEMBERS	   512	  /* (process, communicator) pairs per session */
+#define CT_DIAG_COMMS	   65536  /* communicator identities per session (grown as seen) */
+#define CT_DIAG_MEMBERS	   262144 /* (process, communicator) pairs per session (grown) */
 #define CT_DIAG_WINDOW	   32	  /* recent collectives kept per (process, communicator) */
-#define CT_DIAG_PROCS	   256	  /* processes */
+#define CT_DIAG_PROCS	   32768  /* processes (grown) */
 #define CT_DIAG_HANDLES	   64	  /* communicator handles remembered per process */
 #define CT_DIAG_STACK	   8	  /* frames kept per collective, innermost first */
 #define CT_DIAG_SIGS	   1024	  /* collective signatures kept per process (steps) */
@@ -47,6 +48,8 @@ struct ct_diag_call {
 	const char *function; /* static (catalog) string */
 	uint64_t comm;	      /* communicator handle, process-local */
 	int32_t comm_size, comm_rank;
+	bool has_leader; /* leader: the world rank of the communicator's rank 0 */
+	int32_t leader;
 	bool has_count;
 	uint64_t count;
 	const char *dtype;		   /* NULL unknown; stable string */
@@ -54,6 +57,9 @@ struct ct_diag_call {
 	uint64_t ts;			   /* CLOCK_MONOTONIC ns */
 	const struct ct_stack_line *stack; /* innermost first, interned strings */
 	int nstack;
+	/* A Gloo call of a process that runs torch's c10d: the execution of a c10d call, even
+	 * before one was seen (it was made before the attach), never a collective of its own. */
+	bool c10d;
 	/* merge's replay (diag_replay.c): the call comes from a diag_log, not from probes */
 	bool replayed;
 	bool helper; /* replayed: under a full_tensor/unshard frame */
@@ -66,6 +72,8 @@ struct ct_diag_opts {
 	uint32_t min_repeats;	/* occurrences / steps a steady-state pattern needs */
 	FILE *alerts;		/* live alerts (stderr), or NULL */
 	bool no_log;		/* keep no diag_log (merge's replay) */
+	/* Caps of the tables (0: CT_DIAG_PROCS, _COMMS, _MEMBERS; never above them). */
+	uint32_t max_procs, max_comms, max_members;
 };
 
 enum ct_diag_kind {
@@ -226,7 +234,7 @@ struct ct_diag_logrec {
 	const char *function, *dtype;
 	uint32_t tid;
 	int32_t comm_size, comm_rank;
-	int16_t comm;  /* identity index, -1: none (creation, over limits) */
+	int32_t comm;  /* identity index, -1: none (creation, over limits) */
 	int16_t stack; /* index in the process' stack table, -1: none */
 	bool has_count, helper, creation;
 };
@@ -241,8 +249,8 @@ int ct_diag_replay(struct ct_diag *d, const struct ct_diag_replay_proc *procs, i
 		   size_t errlen);
 const struct ct_diag_opts *ct_diag_options(const struct ct_diag *d);
 /* The replay's steps: a logged call (c->replayed), then its completion (sequence number). */
-uint64_t ct_diag_replay_call(struct ct_diag *d, const struct ct_diag_call *c, int16_t *member);
-void ct_diag_replay_end(struct ct_diag *d, uint32_t pid, int16_t member, uint64_t seq, uint64_t ts);
+uint64_t ct_diag_replay_call(struct ct_diag *d, const struct ct_diag_call *c, int32_t *member);
+void ct_diag_replay_end(struct ct_diag *d, uint32_t pid, int32_t member, uint64_t seq, uint64_t ts);
 /* The log of a process (NULL/0 when none), its stack table. */
 bool ct_diag_log_get(const struct ct_diag *d, uint32_t pid, const struct ct_diag_logrec **recs,
 		     uint32_t *n);
@@ -256,7 +264,9 @@ int ct_diag_log_stack(const struct ct_diag *d, uint32_t pid, int i, const struct
  */
 void ct_diag_print(struct ct_diag *d, FILE *out, bool verbose);
 
-/* progress.c: every (process, communicator), by communicator then rank; the number. */
+/* progress.c: the (process, communicator) pairs; every one, by communicator then rank, into
+ * out (at most max); the number. */
+int ct_diag_nmembers(const struct ct_diag *d);
 int ct_diag_progress(const struct ct_diag *d, struct ct_diag_progress *out, int max);
 /* A compact table of it at time now (the live summary, SIGUSR1); rows printed. */
 int ct_diag_progress_print(const struct ct_diag *d, FILE *out, uint64_t now);

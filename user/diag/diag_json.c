@@ -155,9 +155,10 @@ cJSON *ct_diag_log_json(const struct ct_diag *d, uint32_t pid)
 
 void ct_diag_progress_json(const struct ct_diag *d, cJSON *root, uint64_t now)
 {
-	struct ct_diag_progress *g = calloc(CT_DIAG_MEMBERS, sizeof(*g));
+	int max = ct_diag_nmembers(d);
+	struct ct_diag_progress *g = calloc((size_t)max + 1, sizeof(*g));
 	cJSON *arr = cJSON_CreateArray();
-	int n = g ? ct_diag_progress(d, g, CT_DIAG_MEMBERS) : 0;
+	int n = g ? ct_diag_progress(d, g, max) : 0;
 
 	for (int i = 0; i < n; i++) {
 		cJSON *o = cJSON_CreateObject(), *fl;

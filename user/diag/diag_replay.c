@@ -35,7 +35,7 @@ struct rproc {
 	struct ct_stack_line (*stacks)[CT_DIAG_STACK];
 	uint8_t *nframes;
 	struct {
-		int16_t member;
+		int32_t member;
 		uint64_t seq;
 	} * done;
 	const cJSON **items; /* records by index */
@@ -102,6 +102,23 @@ static uint64_t handle_of(const char *ident)
 	for (; *ident; ident++)
 		h = (h ^ (uint8_t)*ident) * 1099511628211ULL;
 	return h | 1; /* never 0 */
+}
+
+/* The identity's leader ("mpi#1/2@4": world rank 4 is the group's rank 0), where it has one. */
+static void leader_of(const char *ident, struct ct_diag_call *c)
+{
+	const char *at = ident ? strchr(ident, '@') : NULL;
+	char *end;
+	long v;
+
+	if (!at)
+		return;
+	errno = 0;
+	v = strtol(at + 1, &end, 10);
+	if (!errno && !*end && v >= 0 && v <= INT32_MAX) {
+		c->has_leader = true;
+		c->leader = (int32_t)v;
+	}
 }
 
 static int load_proc(struct rproc *rp, const cJSON *proc, int pi, char *err, size_t errlen)
@@ -184,6 +201,7 @@ static bool rec_call(const struct rproc *rp, const cJSON *r, int pi, uint32_t id
 	} else {
 		c->comm = ident ? handle_of(ident) : 0;
 		c->comm_size = num_of(r, "group_size", &v) ? (int32_t)v : 0;
+		leader_of(ident, c);
 		if (!ident)
 			c->comm_size = 0; /* no identity then: steps only, no matching */
 		c->comm_rank = num_of(r, "comm_rank", &v) ? (int32_t)v : -1;

@@ -3,10 +3,16 @@
  * The diagnosis' insides, shared by its files (diag.h is the outside).
  *
  * Communicator identity: a handle is an address in one process. Across processes, a
- * communicator is (layer library, group size, ordinal), the ordinal being the order in
- * which the process first used a handle of that library and size: ranks that create
- * and use their groups in the same order (SPMD programs do) agree on it. Two processes
+ * communicator is (layer library, group size, ordinal, leader), the ordinal being the
+ * order in which the process first used a handle of that library and size: ranks that
+ * create and use their groups in the same order (SPMD programs do) agree on it; the
+ * leader, where the library tells it (Open MPI), the world rank of the group's rank 0,
+ * tells apart the groups of one size and order (every TP group of a job). Two processes
  * claiming the same rank in one identity make it ambiguous: it is not matched.
+ *
+ * Tables grow with what the job has (processes, identities, members), up to hard caps
+ * a 16k-rank job fits under (diag.h); lookups are hashed, and a collective is matched
+ * when its identity's arrival count for that sequence number says every member is in.
  *
  * Sequence number: the n-th collective on that communicator in that process, since
  * attach. One layer per process: c10d over Gloo is matched at the c10d layer (the
@@ -42,7 +48,7 @@ struct rec {
 };
 
 struct member {
-	int16_t comm, proc;
+	int32_t comm, proc;
 	int32_t comm_rank;
 	uint64_t issued;    /* sequence number of the last collective */
 	uint64_t completed; /* the highest one completed (progress.c) */
@@ -57,12 +63,16 @@ struct comm {
 	uint8_t lib;
 	int32_t size;
 	uint32_t ordinal;
-	int16_t members[CT_DIAG_FRANKS * 4];
-	int nmembers;
+	int32_t leader; /* world rank of the group's rank 0, -1 unknown */
+	int32_t *members;
+	int nmembers, capmembers;
+	struct {
+		uint64_t seq;
+		uint32_t arrived; /* members whose record of seq is in its window */
+	} arr[CT_DIAG_WINDOW];
 	bool ambiguous;
 	uint64_t matched, mismatches, collectives;
-	bool has_mismatch;
-	struct ct_diag_finding mismatch;
+	struct ct_diag_finding *mismatch; /* the first, allocated then */
 };
 
 struct sigent {
@@ -100,7 +110,7 @@ struct newcomm {
 struct pair {
 	struct ct_stack_line a, b;
 	bool has_a, has_b;
-	int16_t ca, cb;
+	int32_t ca, cb;
 	const char *fa, *fb;
 	uint64_t count, max_gap, ts;
 	uint32_t tid;
@@ -113,8 +123,8 @@ struct dproc {
 	struct {
 		uint64_t handle, last;
 		uint8_t lib;
-		int32_t size;
-		int16_t member;
+		int32_t size, leader;
+		int32_t member;
 	} h[CT_DIAG_HANDLES];
 	int nh;
 	uint64_t clock;
@@ -125,19 +135,19 @@ struct dproc {
 	} ord[16];
 	int nord;
 	struct {
-		int16_t member;
+		int32_t member;
 		uint64_t seq;
 	} pend[CT_DIAG_PENDING];
 	int npend;
 	struct {
 		uint32_t tid;
-		int16_t member;
+		int32_t member;
 		uint64_t seq;
 		bool exec;
 	} fl[CT_DIAG_INFLIGHT];
 	struct {
 		uint32_t tid;
-		int16_t member;
+		int32_t member;
 		uint64_t seq;
 	} last[CT_DIAG_INFLIGHT];
 	struct pair pairs[CT_DIAG_PAIRS];
@@ -145,7 +155,9 @@ struct dproc {
 	struct newcomm nc[CT_DIAG_NEWCOMMS];
 	uint64_t nnc;	       /* added; the ring keeps the last CT_DIAG_NEWCOMMS */
 	uint64_t nc_confirmed; /* evicted ones that were inside a step run */
-	uint64_t wait_ns, matched;
+	uint64_t wait_ns, matched, late;
+	int32_t *mem; /* its members */
+	int nmem, capmem;
 	struct steps st;
 	/* diag_log (merge): the first CT_DIAG_LOG collectives, stacks deduplicated */
 	struct ct_diag_logrec *log;
@@ -158,14 +170,26 @@ struct dproc {
 	int nstacks;
 };
 
+/* An open-addressing index of a table: slot → entry + 1 (0 empty), by a 64-bit key. */
+struct diag_index {
+	uint64_t *keys;
+	int32_t *at;
+	uint32_t cap, n; /* cap a power of two, n <= cap / 2 */
+};
+
 struct ct_diag {
 	struct ct_diag_opts o;
-	struct dproc *procs[CT_DIAG_PROCS];
-	int nprocs;
-	struct comm *comms[CT_DIAG_COMMS];
-	int ncomms;
-	struct member *members[CT_DIAG_MEMBERS];
-	int nmembers;
+	struct dproc **procs;
+	int nprocs, capprocs;
+	struct diag_index proc_ix; /* by pid */
+	struct comm **comms;
+	int ncomms, capcomms;
+	struct diag_index comm_ix; /* by (lib, size, ordinal, leader) */
+	struct member **members;
+	int nmembers, capmembers;
+	struct rec **mrecs; /* diag_match_try's scratch: a record and a member per member */
+	struct member **mms;
+	int capscratch;
 	uint64_t matched;
 	struct ct_diag_top top[CT_DIAG_TOP];
 	int ntop;
@@ -181,7 +205,7 @@ struct ct_diag {
 	struct {       /* what the latest ct_diag_call gave its call (ct_diag_call_id) */
 		uint32_t pid, tid;
 		uint64_t ts, seq;
-		int16_t member; /* -1: no identity */
+		int32_t member; /* -1: no identity */
 	} last;
 };
 
@@ -200,8 +224,13 @@ void diag_comm_name(const struct comm *c, char *buf, size_t len);
 void diag_fmt_secs(char *buf, size_t len, uint64_t ns);
 struct dproc *diag_proc_find(struct ct_diag *d, uint32_t pid);
 struct dproc *diag_proc_get(struct ct_diag *d, uint32_t pid, int rank);
-struct rec *diag_rec_of(struct ct_diag *d, int16_t member, uint64_t seq);
+struct rec *diag_rec_of(struct ct_diag *d, int32_t member, uint64_t seq);
 int diag_proc_index(const struct ct_diag *d, const struct dproc *p);
+/* The index: entry + 1 of key, or 0; add (0, or -ENOMEM). */
+int32_t diag_index_get(const struct diag_index *x, uint64_t key);
+int diag_index_put(struct diag_index *x, uint64_t key, int32_t entry);
+/* Room for one more pointer in a growing table of at most max (false: full or no memory). */
+bool diag_grow(void *table, int n, int *cap, int max);
 
 /* steps.c */
 const struct run *diag_steady_run(const struct ct_diag *d, const struct steps *st);
@@ -212,16 +241,17 @@ void diag_newcomm_add(struct ct_diag *d, struct dproc *p, const char *fn, bool c
 		      const struct ct_stack_line *site, const char *comm);
 
 /* comms.c */
-int16_t diag_handle_member(struct ct_diag *d, struct dproc *p, const struct ct_diag_call *c,
+int32_t diag_handle_member(struct ct_diag *d, struct dproc *p, const struct ct_diag_call *c,
 			   const struct ct_stack_line *site);
 
 /* log.c */
-int32_t diag_log_add(struct ct_diag *d, struct dproc *p, const struct ct_diag_call *c, int16_t comm,
+int32_t diag_log_add(struct ct_diag *d, struct dproc *p, const struct ct_diag_call *c, int32_t comm,
 		     int si, bool helper, bool creation);
 void diag_log_end(struct dproc *p, const struct rec *r, uint64_t ts);
 
 /* match.c */
-void diag_match_try(struct ct_diag *d, int16_t ci, uint64_t seq);
+/* A member's record of seq entered its window: the collective is matched once all are in. */
+void diag_match_arrived(struct ct_diag *d, int32_t ci, uint64_t seq);
 
 /* hangs.c */
 bool diag_blocked(const struct rec *r);

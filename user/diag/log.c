@@ -46,7 +46,7 @@ static int16_t log_stack(struct ct_diag *d, struct dproc *p, const struct ct_sta
 }
 
 /* Appends a collective (or creation) to the process' diag_log; its index, or -1. */
-int32_t diag_log_add(struct ct_diag *d, struct dproc *p, const struct ct_diag_call *c, int16_t comm,
+int32_t diag_log_add(struct ct_diag *d, struct dproc *p, const struct ct_diag_call *c, int32_t comm,
 		     int si, bool helper, bool creation)
 {
 	struct ct_stack_line fr[CT_DIAG_STACK];

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Matching: one collective's halves across ranks by identity and sequence number; arrival skew and
  * mismatches. */
+#include <stdlib.h>
 #include <string.h>
 #include "diag/internal.h"
 
@@ -33,16 +34,34 @@ static void mismatch_what(char *buf, size_t len, const struct rec *a, const stru
 		snprintf(buf, len, "dtype %s vs %s", a->dtype, b->dtype);
 }
 
-void diag_match_try(struct ct_diag *d, int16_t ci, uint64_t seq)
+/* Room for a record and a member per member of c. */
+static bool scratch(struct ct_diag *d, int n)
 {
-	struct comm *c = d->comms[ci];
-	struct rec *recs[CT_DIAG_FRANKS * 4], *ref = NULL;
-	struct member *ms[CT_DIAG_FRANKS * 4], *last = NULL, *refm = NULL;
+	struct rec **r;
+	struct member **m;
+
+	if (n <= d->capscratch)
+		return true;
+	r = realloc(d->mrecs, (size_t)n * sizeof(*r));
+	if (r)
+		d->mrecs = r;
+	m = realloc(d->mms, (size_t)n * sizeof(*m));
+	if (m)
+		d->mms = m;
+	if (!r || !m)
+		return false;
+	d->capscratch = n;
+	return true;
+}
+
+/* Every member's record of seq is in: the collective's skew, waits and mismatches. */
+static void match(struct ct_diag *d, struct comm *c, uint64_t seq)
+{
+	struct rec **recs = d->mrecs, *ref = NULL;
+	struct member **ms = d->mms, *last = NULL, *refm = NULL;
 	uint64_t lo = UINT64_MAX, hi = 0;
 	char what[160];
 
-	if (c->ambiguous || c->nmembers != c->size)
-		return;
 	for (int i = 0; i < c->nmembers; i++) {
 		ms[i] = d->members[c->members[i]];
 		recs[i] = diag_rec_of(d, c->members[i], seq);
@@ -93,6 +112,7 @@ void diag_match_try(struct ct_diag *d, int16_t ci, uint64_t seq)
 			if (ms[i] == last)
 				li = i;
 		last->late++;
+		d->procs[last->proc]->late++;
 		if (hi - lo > last->late_max) {
 			last->late_max = hi - lo;
 			last->late_seq = seq;
@@ -102,7 +122,7 @@ void diag_match_try(struct ct_diag *d, int16_t ci, uint64_t seq)
 		}
 	}
 	for (int i = 0; i < c->nmembers; i++) {
-		struct ct_diag_finding *f = &c->mismatch;
+		struct ct_diag_finding *f;
 		struct dproc *pa, *pb;
 		char wa[64], wb[64];
 
@@ -112,9 +132,9 @@ void diag_match_try(struct ct_diag *d, int16_t ci, uint64_t seq)
 		if (!what[0])
 			continue;
 		c->mismatches++;
-		if (c->has_mismatch)
+		if (c->mismatch || !(c->mismatch = malloc(sizeof(*c->mismatch))))
 			break;
-		c->has_mismatch = true;
+		f = c->mismatch;
 		pa = d->procs[refm->proc];
 		pb = d->procs[ms[i]->proc];
 		memset(f, 0, sizeof(*f));
@@ -152,6 +172,26 @@ void diag_match_try(struct ct_diag *d, int16_t ci, uint64_t seq)
 				f->stack2[0] ? f->stack2 : "(no Python stack)");
 		break;
 	}
+}
+
+void diag_match_arrived(struct ct_diag *d, int32_t ci, uint64_t seq)
+{
+	struct comm *c = d->comms[ci];
+	int k = (int)((seq - 1) % CT_DIAG_WINDOW);
+
+	if (c->arr[k].seq < seq) { /* an older number here can no longer match: evicted */
+		c->arr[k].seq = seq;
+		c->arr[k].arrived = 0;
+	} else if (c->arr[k].seq > seq) {
+		return;
+	}
+	if (++c->arr[k].arrived < (uint32_t)c->size || c->ambiguous || c->nmembers != c->size)
+		return;
+	if (!scratch(d, c->nmembers)) {
+		d->drops.window_evicted++; /* no memory to match it: it counts as not matched */
+		return;
+	}
+	match(d, c, seq);
 }
 
 uint64_t ct_diag_matched(const struct ct_diag *d)

@@ -276,9 +276,9 @@ int ct_diag_findings(struct ct_diag *d, const struct ct_diag_finding **out)
 		struct comm *c = d->comms[i];
 		struct ct_diag_finding *f;
 
-		if (!c->has_mismatch || !(f = finding_new(d, CT_DF_MISMATCH, CT_DS_ERROR)))
+		if (!c->mismatch || !(f = finding_new(d, CT_DF_MISMATCH, CT_DS_ERROR)))
 			continue;
-		*f = c->mismatch;
+		*f = *c->mismatch;
 		f->count = c->mismatches;
 		f->total = c->matched;
 	}
@@ -309,17 +309,15 @@ void ct_diag_live(struct ct_diag *d, struct ct_diag_live *out)
 			d->kind_hw[k] = now[k];
 		out->by_kind[k] = d->kind_hw[k];
 	}
-	{
-		bool hung[CT_DIAG_PROCS] = {false};
+	for (int i = 0; i < d->nprocs; i++) {
+		const struct dproc *p = d->procs[i];
+		bool hung = false;
 
-		for (int k = 0; k < d->nmembers; k++) {
-			const struct member *m = d->members[k];
-
-			for (int w = 0; w < CT_DIAG_WINDOW && !hung[m->proc]; w++)
-				hung[m->proc] = m->w[w].alerted && diag_blocked(&m->w[w]);
-		}
-		for (int i = 0; i < d->nprocs; i++)
-			out->ranks_hung += hung[i];
+		for (int k = 0; k < p->nmem && !hung; k++)
+			for (int w = 0; w < CT_DIAG_WINDOW && !hung; w++)
+				hung = d->members[p->mem[k]]->w[w].alerted &&
+				       diag_blocked(&d->members[p->mem[k]]->w[w]);
+		out->ranks_hung += hung;
 	}
 	out->ranks_late = d->matched && d->last_late ? 1 : 0;
 	out->matched = d->matched;

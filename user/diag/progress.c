@@ -50,6 +50,11 @@ static int by_comm_rank(const void *a, const void *b)
 	return x->pid < y->pid ? -1 : x->pid > y->pid;
 }
 
+int ct_diag_nmembers(const struct ct_diag *d)
+{
+	return d ? d->nmembers : 0;
+}
+
 int ct_diag_progress(const struct ct_diag *d, struct ct_diag_progress *out, int max)
 {
 	int n = 0;
