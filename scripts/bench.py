@@ -476,6 +476,54 @@ def bench_offline():
                   f"{size / t:.1f} MB/s")
 
 
+def bench_fleet():
+    """merge at fleet scale (issue: 512 nodes x 8 ranks x 4 communicators in 60 s and
+    4 GiB): node reports of gen-fleet.py's DP x TP x PP job with one late rank, one
+    mismatch and one hang, merged; wall time and peak RSS of merge (wait4's rusage of
+    the child) at 64, 512 and 4096 ranks, and whether the findings were exactly the injected
+    ones."""
+    print("\nFleet: commtrace-bpf merge of gen-fleet.py node reports (TP 4 x PP 2 x DP, "
+          "20 steps, 4 communicators a rank), median of 3")
+    print(f"  {'ranks':>6} {'nodes':>6} {'pairs':>7} {'input MB':>9} {'merge s':>8} "
+          f"{'peak MiB':>9} {'MiB/krank':>10}  findings")
+    goal = None
+    for nodes in (8, 64, 512):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp)
+            ranks = nodes * 8
+            subprocess.run([sys.executable, str(REPO / "scripts" / "gen-fleet.py"), "--nodes",
+                            str(nodes), "--out", tmp, "--inject", "late:5:dp:7", "--inject",
+                            "mismatch:6:tp:30", "--inject", f"hang:{ranks - 3}:pp:18"],
+                           check=True, capture_output=True, timeout=900)
+            inputs = [str(out / f"node{n}.json") for n in range(nodes)]
+            size = sum(Path(f).stat().st_size for f in inputs) / 1e6
+            runs = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                pid = subprocess.Popen([TRACER, "merge", "--json", str(out / "job.json"),
+                                        *inputs], stderr=subprocess.DEVNULL).pid
+                _, status, ru = os.wait4(pid, 0)
+                runs.append((time.perf_counter() - t0, ru.ru_maxrss / 1024))
+                if status:
+                    sys.exit(f"bench fleet: merge failed ({status})")
+            secs = sorted(r[0] for r in runs)[1]
+            rss = max(r[1] for r in runs)
+            js = json.loads((out / "job.json").read_text())
+            exp = json.loads((out / "expected.json").read_text())
+            got = sorted((f["kind"], tuple(f["ranks"]), f["evidence"]["communicator"])
+                         for f in js["findings"])
+            want = sorted((f["kind"], tuple(f["ranks"]), f["communicator"])
+                          for f in exp["findings"])
+            print(f"  {ranks:>6} {nodes:>6} {4 * ranks:>7} {size:>9.1f} {secs:>8.2f} "
+                  f"{rss:>9.0f} {rss / ranks * 1000:>10.0f}  "
+                  f"{'exact' if got == want else f'DIFFER: {got} vs {want}'}")
+            if nodes == 512:
+                goal = (secs, rss)
+    print(f"  goal at 512 nodes (16,384 pairs): <= 60 s and <= 4096 MiB: "
+          f"{'met' if goal[0] <= 60 and goal[1] <= 4096 else 'NOT met'} "
+          f"({goal[0]:.1f} s, {goal[1]:.0f} MiB)")
+
+
 def bench_devprof():
     """The devprof recorder's cost per record in its host build: one worker's task loop
     (3 records per task) bare, with the recorder and sampling off, and sampling on."""
@@ -567,7 +615,7 @@ def main():
     print(f"commtrace bench: {os.uname().nodelen if hasattr(os.uname(), 'nodelen') else ''}"
           f"{os.cpu_count()} CPUs, kernel {os.uname().release}, median of {REPEAT} runs")
     which = sys.argv[1:] or ["mpi", "pystack", "training", "ops", "torch2", "events",
-                             "pyevents", "memory", "offline", "devprof", "detach"]
+                             "pyevents", "memory", "offline", "devprof", "detach", "fleet"]
     if "mpi" in which:
         bench_mpi()
     if "pystack" in which:
@@ -590,6 +638,8 @@ def main():
         bench_devprof()
     if "detach" in which:
         bench_detach()
+    if "fleet" in which:
+        bench_fleet()
 
 
 if __name__ == "__main__":

@@ -508,3 +508,46 @@ def test_traffic_growth(bpf, torch_available, reaper, start_tracer, tmp_path):
         p = diag_proc(js, pid)
         assert (p["first_step_bytes"], p["last_step_bytes"], p["steps_growing"]) == (
             4004, (1000 + 500 * (steps - 1)) * 4 + 4, steps - 1), p
+
+
+def test_mpi_groups_one_node_eight_ranks(bpf, progs, mpi_available, reaper, start_tracer,
+                                         tmp_path):
+    """One node of a 3-D parallel job: 8 real Open MPI ranks, each in 4 communicators (the
+    world and TP, PP and DP pairs from MPI_Comm_split). The three pair kinds have one size
+    and the four pairs of a kind one creation order: only their leaders (the world rank of
+    a group's rank 0) tell them apart. Every collective matched, no identity ambiguous,
+    no drop, every (rank, communicator) as far as the program went."""
+    steps = 5
+    wait, out = tmp_path / "go", tmp_path / "trace.json"
+    log = open(tmp_path / "mpirun.log", "w")
+    mpi = reaper.popen(MPIRUN[:-1] + ["8", PROGS / "mpi_groups", "--steps", steps,
+                                      "--wait-file", wait],
+                       cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=log,
+                       stderr=subprocess.STDOUT)
+    pid_files = [f"{wait}.pid.{r}" for r in range(8)]
+    wait_files(pid_files, procs=[mpi], timeout=120)
+    pids = [read_pid(f) for f in pid_files]
+    tr = start_tracer(["-p", ",".join(map(str, pids)), "--json", out,
+                       "--hang-after", HANG_AFTER])
+    tr.wait_attached()
+    touch(wait)
+    assert wait_proc(mpi, 120, "mpirun") == 0, (tmp_path / "mpirun.log").read_text()[-2000:]
+    assert tr.wait() == 0, tr.describe()
+    js = load_trace_json(out)
+    d = js["diagnosis"]
+    assert findings(js) == [], js["findings"]
+    # TP pairs {0,1},{2,3},..; PP pairs {0,2},{1,3},{4,6},{5,7}; DP pairs {0,4},..,{3,7}:
+    # first used in that order, so ordinals 0, 1, 2 of size 2
+    want = {"mpi#0/8@0": (8, 2)}
+    want.update({f"mpi#0/2@{r}": (2, 1 + 2 * steps) for r in (0, 2, 4, 6)})
+    want.update({f"mpi#1/2@{r}": (2, 1 + steps) for r in (0, 1, 4, 5)})
+    want.update({f"mpi#2/2@{r}": (2, 1 + steps) for r in (0, 1, 2, 3)})
+    assert {c["id"]: (c["traced_ranks"], c["collectives"] // c["traced_ranks"])
+            for c in d["communicators"]} == want
+    assert not any(c["ambiguous"] for c in d["communicators"])
+    assert d["collectives_matched"] == sum(n for _, n in want.values())
+    assert {k: v for k, v in d["drops"].items() if v} == {}
+    assert js["dropped_events"] == 0
+    prog = {(p["rank"], p["communicator"]): (p["entered"], p["completed"])
+            for p in js["progress"]}
+    assert len(prog) == 32 and all(e == c == want[k[1]][1] for k, (e, c) in prog.items())

@@ -19,17 +19,22 @@
 #define MAX_FILE (1ULL << 31) /* inputs larger than 2 GiB are refused */
 
 static const char *prog = "commtrace-bpf merge";
+static char last_error[1024];
 
 int mg_fail(int code, const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "%s: ", prog);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vsnprintf(last_error, sizeof(last_error), fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	fprintf(stderr, "%s: %s\n", prog, last_error);
 	return code;
+}
+
+char *mg_last_error(void)
+{
+	return last_error[0] ? strdup(last_error) : NULL;
 }
 
 static int read_file(const char *path, char **out, size_t *len)

@@ -22,7 +22,7 @@
 #include "util/output.h"
 #include "ct_version.h"
 
-#define MAX_INPUTS 256
+#define MAX_INPUTS 4096 /* 4096 nodes: a 32k-rank job at 8 ranks a node */
 
 static void usage(FILE *out)
 {
@@ -38,15 +38,20 @@ static void usage(FILE *out)
 	    "\n"
 	    "  --json OUT     the merged report (needs --json inputs)\n"
 	    "  --chrome OUT   the merged Chrome trace (needs --chrome inputs)\n"
+	    "  -k, --keep-going  an input that cannot be read, parsed or aligned is refused by\n"
+	    "                 name and the rest merged (merge.refused says which ranks and\n"
+	    "                 communicators it leaves out); the exit status is still its\n"
+	    "                 error, after the outputs are written\n"
 	    "  -h, --help     this help\n"
 	    "\n"
-	    "Exit status: 0 merged; 2 usage; 3 a file cannot be read or written; 10 an input\n"
+	    "Exit status: 0 merged; 2 usage; 6 a file cannot be read or written; 10 an input\n"
 	    "is not a commtrace report or trace; 11 an input has no clock to align it by; 12\n"
 	    "inputs conflict (the same rank twice, different jobs).\n"
 	    "\n"
-	    "Example:\n"
+	    "Examples:\n"
 	    "  commtrace-bpf merge --json job.json --chrome job.trace.json \\\n"
-	    "      node0.json node1.json node0.trace.json node1.trace.json\n",
+	    "      node0.json node1.json node0.trace.json node1.trace.json\n"
+	    "  commtrace-bpf merge -k --json job.json reports/node*.json\n",
 	    out);
 }
 
@@ -55,17 +60,22 @@ int merge_cli_main(int argc, char **argv)
 	static const struct option longopts[] = {
 	    {"json", required_argument, NULL, 'j'},
 	    {"chrome", required_argument, NULL, 'c'},
+	    {"keep-going", no_argument, NULL, 'k'},
 	    {"help", no_argument, NULL, 'h'},
 	    {},
 	};
 	const char *json_out = NULL, *chrome_out = NULL;
-	struct input *ins = NULL;
-	int n = 0, nj = 0, nc = 0, rc = 0, c;
+	struct input *ins = NULL, *refused = NULL;
+	int n = 0, nj = 0, nc = 0, nref = 0, rc = 0, first_refusal = 0, c;
 	int *jidx = NULL, *cidx = NULL;
+	bool keep_going = false;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hk", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'k':
+			keep_going = true;
+			break;
 		case 'j':
 			json_out = optarg;
 			break;
@@ -91,9 +101,10 @@ int merge_cli_main(int argc, char **argv)
 	if (n > MAX_INPUTS)
 		return mg_fail(CT_EXIT_USAGE, "more than %d inputs", MAX_INPUTS);
 	ins = calloc((size_t)n, sizeof(*ins));
+	refused = calloc((size_t)n, sizeof(*refused));
 	jidx = calloc((size_t)n, sizeof(int));
 	cidx = calloc((size_t)n, sizeof(int));
-	if (!ins || !jidx || !cidx) {
+	if (!ins || !refused || !jidx || !cidx) {
 		rc = mg_fail(CT_EXIT_FAIL, "out of memory");
 		goto out;
 	}
@@ -105,6 +116,15 @@ int merge_cli_main(int argc, char **argv)
 				goto out;
 			}
 		rc = mg_load(&ins[i]);
+		if (rc && keep_going && rc != CT_EXIT_FAIL) {
+			ins[i].refused = rc;
+			ins[i].why = mg_last_error();
+			refused[nref++] = ins[i];
+			if (!first_refusal)
+				first_refusal = rc;
+			rc = 0;
+			continue;
+		}
 		if (rc)
 			goto out;
 		if (ins[i].chrome)
@@ -124,6 +144,10 @@ int merge_cli_main(int argc, char **argv)
 			     ins[cidx[0]].path);
 		goto out;
 	}
+	if (nref && !nj && !nc) {
+		rc = mg_fail(first_refusal, "every input was refused: nothing to merge");
+		goto out;
+	}
 	if (json_out && !nj) {
 		rc = mg_fail(CT_EXIT_USAGE, "--json %s: none of the inputs is a --json report",
 			     json_out);
@@ -135,16 +159,24 @@ int merge_cli_main(int argc, char **argv)
 		goto out;
 	}
 	if (nj)
-		rc = mg_merge_json(ins, jidx, nj, json_out);
+		rc = mg_merge_json(ins, jidx, nj, refused, nref, json_out);
 	if (!rc && nc)
 		rc = mg_merge_chrome(ins, cidx, nc, chrome_out);
 	if (!rc)
 		fprintf(stderr, "merge: %d report%s, %d trace%s%s%s%s%s\n", nj, nj == 1 ? "" : "s",
 			nc, nc == 1 ? "" : "s", json_out ? " -> " : "", json_out ? json_out : "",
 			chrome_out ? " -> " : "", chrome_out ? chrome_out : "");
+	if (!rc && nref) {
+		fprintf(stderr, "merge: %d input%s refused and left out (--keep-going)\n", nref,
+			nref == 1 ? "" : "s");
+		rc = first_refusal;
+	}
 out:
-	for (int i = 0; i < n && ins; i++)
+	for (int i = 0; i < n && ins; i++) {
 		cJSON_Delete(ins[i].doc);
+		free(ins[i].why);
+	}
+	free(refused);
 	free(ins);
 	free(jidx);
 	free(cidx);

@@ -103,6 +103,40 @@ static double opt_num(const cJSON *o, const char *k)
 }
 
 /*
+ * merge.incomplete_communicators: the identities fewer ranks were traced in than the
+ * group has (nodes not merged, or not traced): their collectives cannot be matched.
+ */
+static void incomplete_json(const struct ct_diag *d, cJSON *minfo)
+{
+	cJSON *list = cJSON_AddArrayToObject(minfo, "incomplete_communicators");
+	int n = 0;
+
+	for (int i = 0; i < ct_diag_ncomms(d); i++) {
+		char name[48];
+		const char *slash;
+		int members, size;
+		uint64_t colls;
+		bool amb;
+		cJSON *e;
+
+		if (!ct_diag_comm_info(d, i, name, sizeof(name), &members, &colls, &amb) ||
+		    !(slash = strchr(name, '/')) || (size = atoi(slash + 1)) <= members)
+			continue;
+		e = cJSON_CreateObject();
+		cJSON_AddStringToObject(e, "communicator", name);
+		cJSON_AddNumberToObject(e, "traced_ranks", members);
+		cJSON_AddNumberToObject(e, "size", size);
+		cJSON_AddItemToArray(list, e);
+		if (n++ < 4)
+			fprintf(stderr, "%s%s (%d of %d ranks)",
+				n == 1 ? "merge: incomplete: " : ", ", name, members, size);
+	}
+	if (n)
+		fprintf(stderr, "%s; %d communicator%s in all (merge.incomplete_communicators)\n",
+			n > 4 ? ", ..." : "", n, n == 1 ? "" : "s");
+}
+
+/*
  * The cross-rank diagnosis over every input: the processes' diag_log replayed through
  * the tracer's own logic (user/diag/diag_replay.c), with the reference's options. Inputs
  * without a diag_log (older tracers) leave the diagnosis per input: minfo says why.
@@ -176,13 +210,81 @@ static int merge_diag(struct input *ins, const int *idx, int n, cJSON *const *pr
 						       cJSON_CreateNumber(log_dropped));
 	}
 	cJSON_AddStringToObject(minfo, "diagnosis", "recomputed over every input's diag_log");
+	incomplete_json(d, minfo);
 out:
 	ct_diag_free(d);
 	free(rp);
 	return rc;
 }
 
-int mg_merge_json(struct input *ins, const int *idx, int n, const char *out)
+#define REFUSED_LIST 256 /* communicators named per refused input; then "more" */
+
+/*
+ * A refused input (--keep-going) in merge.refused: its file, exit code and reason and,
+ * where it parsed, the ranks it held and the communicators those ranks were in, which
+ * the merged report is missing them from. Said on stderr too.
+ */
+static void refused_json(const struct input *in, cJSON *list)
+{
+	const cJSON *procs =
+	    in->doc ? cJSON_GetObjectItemCaseSensitive(in->doc, "processes") : NULL;
+	const char *seen[REFUSED_LIST];
+	cJSON *e = cJSON_CreateObject(), *ranks, *comms, *p, *r;
+	int ncomms = 0, nranks = 0;
+	bool more = false;
+
+	cJSON_AddStringToObject(e, "file", in->path);
+	cJSON_AddNumberToObject(e, "exit_code", in->refused);
+	cJSON_AddStringToObject(e, "reason", in->why ? in->why : "");
+	cJSON_AddItemToArray(list, e);
+	if (!cJSON_IsArray(procs)) {
+		cJSON_AddNullToObject(e, "ranks");
+		fprintf(stderr, "merge: %s refused (exit %d): its ranks are unknown\n", in->path,
+			in->refused);
+		return;
+	}
+	ranks = cJSON_AddArrayToObject(e, "ranks");
+	comms = cJSON_AddArrayToObject(e, "communicators");
+	cJSON_ArrayForEach(p, procs)
+	{
+		const cJSON *rank = cJSON_GetObjectItemCaseSensitive(p, "rank");
+		const cJSON *recs = cJSON_GetObjectItemCaseSensitive(
+		    cJSON_GetObjectItemCaseSensitive(p, "diag_log"), "records");
+
+		if (!cJSON_IsNumber(rank))
+			continue;
+		cJSON_AddItemToArray(ranks, cJSON_CreateNumber(rank->valuedouble));
+		nranks++;
+		cJSON_ArrayForEach(r, recs)
+		{
+			const cJSON *c = cJSON_GetObjectItemCaseSensitive(r, "comm");
+			int k = 0;
+
+			if (!cJSON_IsString(c))
+				continue;
+			while (k < ncomms && strcmp(seen[k], c->valuestring))
+				k++;
+			if (k < ncomms)
+				continue;
+			if (ncomms == REFUSED_LIST) {
+				more = true;
+				continue;
+			}
+			seen[ncomms++] = c->valuestring;
+			cJSON_AddItemToArray(comms, cJSON_CreateString(c->valuestring));
+		}
+	}
+	cJSON_AddBoolToObject(e, "communicators_more", more);
+	fprintf(stderr, "merge: %s refused (exit %d): %d rank%s missing from %d%s communicator%s",
+		in->path, in->refused, nranks, nranks == 1 ? "" : "s", ncomms, more ? "+" : "",
+		ncomms == 1 ? "" : "s");
+	for (int k = 0; k < ncomms && k < 8; k++)
+		fprintf(stderr, "%s %s", k ? "," : ":", seen[k]);
+	fprintf(stderr, "%s\n", ncomms > 8 || more ? ", ..." : "");
+}
+
+int mg_merge_json(struct input *ins, const int *idx, int n, const struct input *refused, int nref,
+		  const char *out)
 {
 	struct input *ref = &ins[idx[0]];
 	cJSON *root = cJSON_CreateObject(), *counts = cJSON_CreateObject();
@@ -197,6 +299,12 @@ int mg_merge_json(struct input *ins, const int *idx, int n, const char *out)
 	if (rc)
 		goto out;
 	minfo = cJSON_CreateObject();
+	if (nref) {
+		cJSON *list = cJSON_AddArrayToObject(minfo, "refused");
+
+		for (int i = 0; i < nref; i++)
+			refused_json(&refused[i], list);
+	}
 	arr = cJSON_AddArrayToObject(minfo, "inputs");
 	for (int a = 0; a < n; a++) {
 		struct input *in = &ins[idx[a]];
