@@ -358,19 +358,19 @@ def test_clean_mpi_collectives(bpf, progs, mpi_available, reaper, start_tracer, 
 MPI_FAULTS = PROGS / "mpi_faults"
 
 
-def start_mpi(reaper, tmp_path, args):
+def start_mpi(reaper, tmp_path, args, prog=MPI_FAULTS, n=2):
     wait = tmp_path / "go"
     log = open(tmp_path / "mpirun.log", "w")
-    mpi = reaper.popen(MPIRUN + [MPI_FAULTS, *args, "--wait-file", wait], cwd=tmp_path,
+    mpi = reaper.popen(MPIRUN[:-1] + [str(n), prog, *args, "--wait-file", wait], cwd=tmp_path,
                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-    pid_files = [f"{wait}.pid.{r}" for r in (0, 1)]
-    wait_files(pid_files, procs=[mpi])
+    pid_files = [f"{wait}.pid.{r}" for r in range(n)]
+    wait_files(pid_files, timeout=120, procs=[mpi])
     return mpi, [read_pid(f) for f in pid_files], wait
 
 
-def run_mpi(reaper, start_tracer, tmp_path, args):
+def run_mpi(reaper, start_tracer, tmp_path, args, prog=MPI_FAULTS, n=2):
     out = tmp_path / "trace.json"
-    mpi, pids, wait = start_mpi(reaper, tmp_path, args)
+    mpi, pids, wait = start_mpi(reaper, tmp_path, args, prog, n)
     tr = start_tracer(["-p", ",".join(map(str, pids)), "--json", out,
                        "--hang-after", HANG_AFTER])
     tr.wait_attached()
@@ -518,22 +518,8 @@ def test_mpi_groups_one_node_eight_ranks(bpf, progs, mpi_available, reaper, star
     a group's rank 0) tell them apart. Every collective matched, no identity ambiguous,
     no drop, every (rank, communicator) as far as the program went."""
     steps = 5
-    wait, out = tmp_path / "go", tmp_path / "trace.json"
-    log = open(tmp_path / "mpirun.log", "w")
-    mpi = reaper.popen(MPIRUN[:-1] + ["8", PROGS / "mpi_groups", "--steps", steps,
-                                      "--wait-file", wait],
-                       cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=log,
-                       stderr=subprocess.STDOUT)
-    pid_files = [f"{wait}.pid.{r}" for r in range(8)]
-    wait_files(pid_files, procs=[mpi], timeout=120)
-    pids = [read_pid(f) for f in pid_files]
-    tr = start_tracer(["-p", ",".join(map(str, pids)), "--json", out,
-                       "--hang-after", HANG_AFTER])
-    tr.wait_attached()
-    touch(wait)
-    assert wait_proc(mpi, 120, "mpirun") == 0, (tmp_path / "mpirun.log").read_text()[-2000:]
-    assert tr.wait() == 0, tr.describe()
-    js = load_trace_json(out)
+    js, _, _ = run_mpi(reaper, start_tracer, tmp_path, ["--steps", steps],
+                       prog=PROGS / "mpi_groups", n=8)
     d = js["diagnosis"]
     assert findings(js) == [], js["findings"]
     # TP pairs {0,1},{2,3},..; PP pairs {0,2},{1,3},{4,6},{5,7}; DP pairs {0,4},..,{3,7}:
