@@ -249,13 +249,15 @@ int ct_entry(struct pt_regs *ctx)
 	if (size > sizeof(*ev))
 		size = sizeof(*ev);
 	/*
-	 * A Python stack is resolved by reading the live process: that record must not
-	 * wait for the next poll, by which time the process may be gone. Forced: the
-	 * default wakes the reader only if nothing unread is before this record, and
-	 * batched returns usually are.
+	 * A Python stack with a code object user space has not resolved yet is resolved by
+	 * reading the live process: that record must not wait for the next poll, by which
+	 * time the process may be gone. Forced: the default wakes the reader only if nothing
+	 * unread is before this record, and batched returns usually are. A stack of known
+	 * code objects (checked at capture) waits like any other record.
 	 */
-	emitted =
-	    bpf_ringbuf_output(&events, ev, size, n ? BPF_RB_FORCE_WAKEUP : wakeup_flag()) == 0;
+	emitted = bpf_ringbuf_output(&events, ev, size,
+				     n && !(ev->py.flags & CT_PYS_KNOWN) ? BPF_RB_FORCE_WAKEUP
+									 : wakeup_flag()) == 0;
 	if (!emitted)
 		count_drop(CT_DROP_RINGBUF);
 

@@ -65,43 +65,6 @@ static __always_inline int emit_op(__u8 type, __u64 pid_tgid, __u64 code, const 
 	return 0;
 }
 
-/*
- * One value an op got or returned: its type and, where torch's layout is known, the
- * TensorImpl fields behind a THPVariable (MaybeOwned<at::Tensor>: owned, the union holds
- * the TensorImpl *; borrowed, an at::Tensor * to it). Read blindly: for an object that is
- * not a tensor the reads fail or give values user space discards by the type.
- */
-static __always_inline void describe_val(const struct ct_pyproc_bpf *pp, __u64 obj,
-					 struct ct_op_val *v)
-{
-	const struct ct_pyvals_bpf *pv = &pp->vals;
-	__u64 impl, src;
-	__u8 borrowed = 0;
-
-	v->obj = obj;
-	if (!obj)
-		return;
-	v->type = rd64(obj + pp->off.object_type);
-	if (!pv->ti_dtype)
-		return;
-	if (bpf_probe_read_user(&borrowed, 1, (void *)(obj + pv->thp_borrowed)) || borrowed > 1)
-		return;
-	impl = rd64(obj + pv->thp_cdata);
-	if (borrowed)
-		impl = rd64(impl);
-	if (!impl)
-		return;
-	v->ndim = rd64(impl + pv->ti_dim);
-	v->numel = (__s64)rd64(impl + pv->ti_numel);
-	src = impl + pv->ti_sizes;
-	if (v->ndim > pv->inline_max)
-		src = rd64(src); /* sizes then strides on the heap: 2 * ndim > CT_OP_DIMS */
-	if (bpf_probe_read_user(&v->dtype, sizeof(v->dtype), (void *)(impl + pv->ti_dtype)) ||
-	    bpf_probe_read_user(v->sizes, sizeof(v->sizes), (void *)src))
-		return;
-	v->impl = 1;
-}
-
 /* The items of a tuple (at entry the args tuple; at exit a returned tuple), else obj. */
 static __always_inline void describe_vals(const struct ct_pyproc_bpf *pp, __u64 obj, bool tuple,
 					  struct ct_op_vals *vs)

@@ -24,6 +24,15 @@ struct {
 	__type(value, struct ct_pyproc_bpf);
 } pyprocs SEC(".maps");
 
+/* Code objects user space has resolved (struct ct_pycode_val); LRU: run-time code cannot fill it.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct ct_pycode_key);
+	__type(value, struct ct_pycode_val);
+} pycodes SEC(".maps");
+
 /* tid → PyThreadState, validated before use. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -74,11 +83,54 @@ static long find_ts_cb(__u64 i, void *data)
 	return 0;
 }
 
+/*
+ * One value an op got or returned: its type and, where torch's layout is known, the
+ * TensorImpl fields behind a THPVariable (MaybeOwned<at::Tensor>: owned, the union holds
+ * the TensorImpl *; borrowed, an at::Tensor * to it). Read blindly: for an object that is
+ * not a tensor the reads fail or give values user space discards by the type.
+ */
+static __always_inline void describe_val(const struct ct_pyproc_bpf *pp, __u64 obj,
+					 struct ct_op_val *v)
+{
+	const struct ct_pyvals_bpf *pv = &pp->vals;
+	__u64 impl, src;
+	__u8 borrowed = 0;
+
+	v->obj = obj;
+	if (!obj)
+		return;
+	v->type = rd64(obj + pp->off.object_type);
+	if (!pv->ti_dtype)
+		return;
+	if (bpf_probe_read_user(&borrowed, 1, (void *)(obj + pv->thp_borrowed)) || borrowed > 1)
+		return;
+	impl = rd64(obj + pv->thp_cdata);
+	if (borrowed)
+		impl = rd64(impl);
+	if (!impl)
+		return;
+	v->ndim = rd64(impl + pv->ti_dim);
+	v->numel = (__s64)rd64(impl + pv->ti_numel);
+	src = impl + pv->ti_sizes;
+	if (v->ndim > pv->inline_max)
+		src = rd64(src); /* sizes then strides on the heap: 2 * ndim > CT_OP_DIMS */
+	if (bpf_probe_read_user(&v->dtype, sizeof(v->dtype), (void *)(impl + pv->ti_dtype)) ||
+	    bpf_probe_read_user(v->sizes, sizeof(v->sizes), (void *)src))
+		return;
+	v->impl = 1;
+}
+
 struct walk {
+	const struct ct_pyproc_bpf *pp;
 	const struct ct_py_offsets *o;
 	struct ct_pystack *st;
 	__u64 frame;
 	__u64 cell_type;
+	__u64 helper;	 /* the first local of the outermost helper frame seen */
+	__u64 last_code; /* the code object whose bytes were read last, and its ident */
+	__u64 last_ident;
+	__u32 tgid;
+	bool unknown; /* a frame whose code object is not known as resolved */
 };
 
 /*
@@ -100,6 +152,99 @@ static __always_inline __u64 head_u64(const __u8 *head, __u64 frame, __u16 off)
 	return rd64(frame + off);
 }
 
+static __always_inline __u64 span_u64(const __u8 *buf, __u16 lo, __u16 off)
+{
+	__u64 v = 0;
+
+	__builtin_memcpy(&v, buf + ((off - lo) & CT_HEAD_MASK), 8);
+	return v;
+}
+
+/* What user space resolved at this frame's code object's address (NULL: nothing, or a
+ * frame further out than one that was not known: the rest of the stack is not checked). */
+static __always_inline const struct ct_pycode_val *known_code(struct walk *w, __u64 code)
+{
+	struct ct_pycode_key k = {.tgid = w->tgid, .code = code};
+
+	return w->unknown ? NULL : bpf_map_lookup_elem(&pycodes, &k);
+}
+
+/* A code object's bytes from code_lo into buf (CT_HEAD_MASK + 1 + 8 bytes). */
+static __always_inline bool read_span(const struct ct_pyproc_bpf *pp, __u64 code, __u8 *buf)
+{
+	__u32 len = pp->code_len;
+
+	if (!len || len > CT_PY_CODE_SPAN)
+		return false;
+	/* Hide the bound from clang, or it drops the mask the verifier needs. */
+	asm volatile("" : "+r"(len));
+	len &= CT_HEAD_MASK;
+	return !bpf_probe_read_user(buf, len, (void *)(code + pp->code_lo));
+}
+
+/*
+ * Which code object this is (struct ct_pyframe_raw.ident), from its bytes in buf (read by
+ * the caller, from code_lo): co_version (3.12+), else co_name's CT_PY_NAME_IDENT, or 0.
+ */
+static __always_inline __u64 code_ident(struct walk *w, const __u8 *buf)
+{
+	const struct ct_py_offsets *o = w->o;
+	__u16 lo = w->pp->code_lo;
+	__u32 ver = 0;
+	__u64 h, name;
+	__s64 len;
+
+	if (o->code_version != CT_PY_NONE) {
+		__builtin_memcpy(&ver, buf + ((o->code_version - lo) & CT_HEAD_MASK), 4);
+		return ver;
+	}
+	if (o->unicode_hash == CT_PY_NONE)
+		return 0;
+	name = span_u64(buf, lo, o->code_name);
+	h = rd64(name + o->unicode_hash);
+	if (h != (__u64)-1)
+		return h;
+	/* No hash (a name never used as a key): a short ASCII name by its characters. */
+	if (((__u32)rd64(name + o->unicode_state) & w->pp->ascii_state) != w->pp->ascii_state)
+		return 0;
+	len = (__s64)rd64(name + o->unicode_length);
+	return CT_PY_NAME_IDENT(-1, len, rd64(name + o->unicode_ascii_data));
+}
+
+/*
+ * Is this frame's code object the one user space resolved (v)? buf holds its bytes from
+ * code_lo (fresh: read for this frame; not for the code object of the frame just before,
+ * a recursion: that one is alive, on this stack, and was checked).
+ */
+static __always_inline void check_code(struct walk *w, const struct ct_pycode_val *v,
+				       const __u8 *buf, bool fresh, __u64 ident)
+{
+	const struct ct_pyproc_bpf *pp = w->pp;
+	const struct ct_py_offsets *o = w->o;
+	__u16 lo = pp->code_lo, name;
+	__u32 first = 0;
+
+	if (w->unknown)
+		return;
+	w->unknown = true;
+	if (!v || (v->flags & CT_PYC_LIVE))
+		return;
+	if (fresh) {
+		name = o->code_qualname != CT_PY_NONE ? o->code_qualname : o->code_name;
+		__builtin_memcpy(&first, buf + ((o->code_firstlineno - lo) & CT_HEAD_MASK), 4);
+		if (span_u64(buf, lo, name) != v->name ||
+		    span_u64(buf, lo, o->code_filename) != v->filename ||
+		    span_u64(buf, lo, o->code_linetable) != v->linetable ||
+		    (__s32)first != v->firstlineno || (v->ident && ident != v->ident) ||
+		    (v->ident2 && rd64(v->filename + o->unicode_hash) != v->ident2))
+			return;
+	}
+	/* A helper's tensor is described here; without torch's layout in BPF, by user space. */
+	if ((v->flags & CT_PYC_HELPER) && !pp->vals.ti_dtype)
+		return;
+	w->unknown = false;
+}
+
 static long walk_cb(__u64 i, void *data)
 {
 	struct walk *w = data;
@@ -107,8 +252,11 @@ static long walk_cb(__u64 i, void *data)
 	struct ct_pystack *st = w->st;
 	__u64 frame = w->frame;
 	__u8 head[CT_HEAD_MASK + 1 + 8];
+	const struct ct_pyproc_bpf *pp = w->pp;
+	const struct ct_pycode_val *kv;
 	__u32 n = st->nframes;
-	__u64 self;
+	__u64 self, code;
+	bool fresh, known;
 
 	if (!frame)
 		return 1;
@@ -126,17 +274,37 @@ static long walk_cb(__u64 i, void *data)
 	    head[o->frame_owner & CT_HEAD_MASK] == o->owner_cstack)
 		return 0;
 	n &= CT_PY_MAX_FRAMES - 1;
-	st->frames[n].code = head_u64(head, frame, o->frame_code);
+	code = head_u64(head, frame, o->frame_code);
+	kv = known_code(w, code);
+	st->frames[n].code = code;
 	st->frames[n].instr = head_u64(head, frame, o->frame_instr);
 	if (o->instr_is_index) /* 3.10: an int */
 		st->frames[n].instr = (__u64)(__s64)(__s32)st->frames[n].instr;
 	self = head_u64(head, frame, o->frame_localsplus);
-	/* Read now: the cell dies with the call (torch 2.x's Module._call_impl has one). */
-	if (self && w->cell_type && rd64(self + o->object_type) == w->cell_type)
-		self = rd64(self + o->object_type + 8); /* PyCellObject.ob_ref */
-	st->frames[n].self = self;
 	st->frames[n].arg1 = head_u64(head, frame, o->frame_localsplus + 8);
 	st->nframes = n + 1;
+	/* The code object's bytes, once per frame (a recursion reuses the last): which object
+	 * it is goes with the frame, so that a reused address is never named as the old one. */
+	fresh = code != w->last_code && read_span(pp, code, head);
+	if (fresh) {
+		w->last_code = code;
+		w->last_ident = code_ident(w, head);
+	} else if (code != w->last_code) {
+		w->last_code = 0;
+		w->last_ident = 0;
+		w->unknown = true; /* unreadable: nothing to check it by */
+	}
+	st->frames[n].ident = w->last_ident;
+	check_code(w, kv, head, fresh, w->last_ident);
+	known = !w->unknown && kv;
+	/* Read now: the cell dies with the call (torch 2.x's Module._call_impl has one). Not
+	 * for a known code object whose first local names nothing. */
+	if (self && w->cell_type && (!known || (kv->flags & CT_PYC_SELF)) &&
+	    rd64(self + o->object_type) == w->cell_type)
+		self = rd64(self + o->object_type + 8); /* PyCellObject.ob_ref */
+	st->frames[n].self = self;
+	if (known && (kv->flags & CT_PYC_HELPER))
+		w->helper = self;
 	return 0;
 }
 
@@ -176,13 +344,23 @@ static __always_inline void walk_python(__u32 tgid, __u32 tid, struct ct_pystack
 	frame = rd64(ts + pp->off.tstate_frame);
 	if (pp->off.cframe_current_frame != CT_PY_NONE)
 		frame = rd64(frame + pp->off.cframe_current_frame);
+	w.pp = pp;
 	w.o = &pp->off;
 	w.cell_type = pp->cell_type;
 	w.st = st;
 	w.frame = frame;
+	w.tgid = tgid;
 	bpf_loop(CT_PY_MAX_FRAMES + 1, walk_cb, &w, 0);
 	if (w.frame)
 		st->flags |= CT_PYS_TRUNCATED;
+	if (w.unknown || !st->nframes)
+		return;
+	st->flags |= CT_PYS_KNOWN;
+	if (w.helper) {
+		__builtin_memset(&st->helper, 0, sizeof(st->helper));
+		describe_val(pp, w.helper, &st->helper);
+		st->flags |= CT_PYS_HELPER;
+	}
 }
 
 #endif

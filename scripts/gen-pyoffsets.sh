@@ -399,6 +399,15 @@ int main(void)
 #else
 	N("frame_func");
 #endif
+	/* Known code objects (pyabi.h): co_version, a counter unique to each code object made
+	 * (3.12+); before it, the cached hashes of its name and file strings. */
+#if PY_VERSION_HEX >= 0x030c0000
+	_Static_assert(MEMBER_SIZE(PyCodeObject, co_version) == 4, "uint32_t co_version");
+	F("code_version", offsetof(PyCodeObject, co_version));
+#else
+	N("code_version");
+#endif
+	F("unicode_hash", offsetof(PyASCIIObject, hash));
 	/* Not a struct field: checked equal across versions by the script. */
 	printf("#state %lu %lu %lu\n", state_shift(0), state_shift(1), state_shift(2));
 #if PY_VERSION_HEX >= 0x030d0000

@@ -28,6 +28,16 @@
 #include "util/intern.h"
 #include "util/log.h"
 
+/* The symbolizer forgot a code object: so does BPF, which would otherwise trust it. */
+static void forget_code(void *ctx, pid_t pid, uint64_t code)
+{
+	struct ct_session *s = ctx;
+	struct ct_pycode_key k = {.tgid = (__u32)pid, .code = code};
+
+	if (s->skel)
+		bpf_map_delete_elem(bpf_map__fd(s->skel->maps.pycodes), &k);
+}
+
 int ct_py_init(struct ct_session *s, char *err, size_t errlen)
 {
 	struct ct_pystate *st = calloc(1, sizeof(*st));
@@ -45,6 +55,7 @@ int ct_py_init(struct ct_session *s, char *err, size_t errlen)
 		free(st);
 		return -ENOMEM;
 	}
+	ct_pysym_cache_on_forget(st->sym, forget_code, s);
 	ct_profiles_init(&st->profiles);
 	if (s->opts->profile_path) {
 		rc = ct_profiles_load(&st->profiles, s->opts->profile_path, err, errlen);
@@ -130,6 +141,33 @@ static void fill_vals(const struct ct_proc *p, const struct ct_torch_layout *tl,
 	}
 }
 
+/* The bytes of a code object BPF compares with struct ct_pycode_val (code_len 0: none). */
+static void fill_code_span(const struct ct_py_offsets *o, struct ct_pyproc_bpf *v)
+{
+	__u16 name = o->code_qualname != CT_PY_NONE ? o->code_qualname : o->code_name;
+	/* co_version last: the only one a version may not have (before 3.12) */
+	__u16 at[] = {name,	    o->code_filename, o->code_linetable, o->code_firstlineno,
+		      o->code_name, o->code_version};
+	size_t need = sizeof(at) / sizeof(at[0]) - 1;
+	unsigned int lo = UINT16_MAX, hi = 0;
+
+	if (o->code_version == CT_PY_NONE && o->unicode_hash == CT_PY_NONE)
+		return; /* nothing to tell an object from another at its address */
+	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+		if (at[i] == CT_PY_NONE) {
+			if (i < need)
+				return;
+			continue;
+		}
+		lo = at[i] < lo ? at[i] : lo;
+		hi = at[i] + 8u > hi ? at[i] + 8u : hi; /* whole words: the walker reads 8 */
+	}
+	if (hi - lo > CT_PY_CODE_SPAN)
+		return;
+	v->code_lo = (__u16)lo;
+	v->code_len = (__u16)(hi - lo);
+}
+
 int ct_pys_update_pyproc(struct ct_session *s, struct ct_proc *p, const struct ct_torch_layout *tl)
 {
 	struct ct_pyproc_bpf v = {0};
@@ -139,6 +177,8 @@ int ct_pys_update_pyproc(struct ct_session *s, struct ct_proc *p, const struct c
 	v.cell_type = p->py.cell_type_addr;
 	v.off = p->py.offsets;
 	fill_vals(p, tl, &v.vals);
+	fill_code_span(&p->py.offsets, &v);
+	v.ascii_state = 1u << CT_PY_STATE_COMPACT_BIT | 1u << CT_PY_STATE_ASCII_BIT;
 	return bpf_map_update_elem(bpf_map__fd(s->skel->maps.pyprocs), &key, &v, BPF_ANY) ? -errno
 											  : 0;
 }
@@ -403,6 +443,36 @@ const char *ct_pys_node_name(struct ct_pystate *st, struct ct_proc *p, const str
 	return frame_name(r, f);
 }
 
+/*
+ * A code object resolved from the process for the first time: BPF may trust it from now
+ * on, with what it was validated by. Naming a helper reads its tensor, which BPF does
+ * once torch's layout is there; a frame named by an object it was called with (an op
+ * object) reads that object, so its stacks keep waking the reader.
+ */
+static void tell_known(struct ct_session *s, struct ct_proc *p, uint64_t code,
+		       const struct ct_pyframe *f, const struct ct_rule *r)
+{
+	struct ct_pycode_key k = {.tgid = (__u32)p->pid, .code = code};
+	struct ct_pycode_val v = f->known;
+	const struct ct_torch_layout *tl;
+
+	if (!s->skel)
+		return;
+	if (r)
+		v.flags |= CT_PYC_SELF;
+	if (r && r->role == CT_ROLE_HELPER) {
+		v.flags |= CT_PYC_HELPER;
+		tl = tensor_layout(p);
+		if (tl && !p->torch_layout && !ct_pys_update_pyproc(s, p, tl))
+			p->torch_layout = tl;
+	}
+	if (r && r->role != CT_ROLE_MODULE &&
+	    (r->name_from == CT_NAME_ARG1 || r->name_from == CT_NAME_SELF))
+		v.flags |= CT_PYC_LIVE;
+	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.pycodes), &k, &v, BPF_ANY))
+		s->py->counts.known_failed++;
+}
+
 /* A stack resolved; *autograd: 1 under a known autograd ctx, -1 under an unknown one. */
 static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
 		   struct ct_py_resolved *out, int *autograd)
@@ -415,7 +485,7 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 	uint64_t parent_module = 0;
 	const char *parent_fqn = NULL;
 	int npath = 0, nstack = 0, n = ev->py.nframes;
-	bool backward = false, attributed = false, unattributed = false;
+	bool backward = false, attributed = false, unattributed = false, known;
 	const char *op = NULL;
 	uint64_t helper_arg = 0;
 
@@ -426,8 +496,10 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 	if (!st || !p->has_python || !n)
 		return -1;
 	st->counts.stacks++;
-	ct_py_symbolize_many(st->sym, p->pid, &p->py.offsets, ev->py.frames, n, st->frames_buf,
-			     st->frames_rc);
+	known = ev->py.flags & CT_PYS_KNOWN;
+	st->counts.stacks_known += known;
+	ct_py_symbolize_many(st->sym, p->pid, &p->py.offsets, ev->py.frames, n, known,
+			     st->frames_buf, st->frames_rc);
 	/* Innermost first from BPF; the tree wants the outermost first. */
 	for (int i = n - 1; i >= 0; i--) {
 		const struct ct_pyframe_raw *raw = &ev->py.frames[i];
@@ -451,6 +523,8 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 				nstack = i + 1;
 		}
 		rs = role_slot_of(st, p->pid, raw->code, f);
+		if (f->fresh)
+			tell_known(s, p, raw->code, f, rs->rule);
 		if (rs->op)
 			op = rs->op; /* the innermost: what the stack finally dispatches */
 		r = rs->rule;
@@ -544,7 +618,10 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 	out->attributed = attributed;
 	c->helper = helper;
 	c->op = op;
-	helper_shape(p, helper_arg, c);
+	if (ev->py.flags & CT_PYS_HELPER)
+		c->in_ndim = (int8_t)ct_opval_shape(&ev->py.helper, c->in_shape);
+	else
+		helper_shape(p, helper_arg, c);
 	c->root_class = npath && path[0].type == CT_NODE_MODULE ? p->root_class : NULL;
 	c->phase = backward ? CT_PHASE_BACKWARD : CT_PHASE_FORWARD;
 	c->truncated = ev->py.flags & CT_PYS_TRUNCATED;
@@ -595,5 +672,13 @@ const struct ct_autograd_stats *ct_py_autograd_stats(const struct ct_session *s)
 
 const struct ct_py_counts *ct_py_counts(const struct ct_session *s)
 {
-	return s->py ? &s->py->counts : NULL;
+	struct ct_pysym_stats st;
+
+	if (!s->py)
+		return NULL;
+	ct_pysym_cache_stats(s->py->sym, &st);
+	s->py->counts.frames_late = st.checked_misses;
+	s->py->counts.unverifiable = st.unverifiable;
+	s->py->counts.frames_reused = st.reused;
+	return &s->py->counts;
 }

@@ -53,6 +53,12 @@ const struct ct_ops_stats *ct_py_ops_stats(const struct ct_session *s);
 /* What symbolizing Python stacks did and could not do. */
 struct ct_py_counts {
 	uint64_t stacks, frames;
+	uint64_t stacks_known; /* every code object checked in BPF: named from the cache */
+	uint64_t frames_late;  /* of those, frames no longer cached: read from the process later */
+	uint64_t known_failed; /* code objects BPF could not be told of (their stacks wake) */
+	uint64_t
+	    unverifiable; /* code objects BPF could not tell from a reuse (their stacks wake) */
+	uint64_t frames_reused;	    /* unresolved: the code object's address was reused meanwhile */
 	uint64_t frames_unresolved; /* code objects unreadable: the process had exited */
 	uint64_t names_by_class;    /* module frames named by their class, not their attribute */
 };

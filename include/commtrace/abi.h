@@ -262,26 +262,7 @@ struct ct_op_event {
 	__u8 pad[5];
 };
 
-/*
- * What an op was called with (at entry: the items of its args tuple) or returned (at
- * exit: the value, or the items of a returned tuple), read in BPF while the objects are
- * certainly alive. Per value: its type, and where torch's tensor layout is known for the
- * process (struct ct_pyvals_bpf), the TensorImpl's dim count, sizes, numel and dtype as
- * read; user space checks them (numel = product of sizes) and names the type.
- */
 #define CT_OP_VALS 4 /* values described per entry or exit; more are counted */
-#define CT_OP_DIMS 6 /* sizes read per tensor; more dims: no shape */
-
-struct ct_op_val {
-	__u64 obj;  /* the PyObject * */
-	__u64 type; /* its ob_type */
-	__s64 numel;
-	__s64 sizes[CT_OP_DIMS];
-	__u64 ndim;
-	__u16 dtype;
-	__u8 impl; /* the tensor fields above were read */
-	__u8 pad[5];
-};
 
 struct ct_op_vals {
 	__u32 total; /* items of the args tuple / the returned tuple; 1: one value; 0: none */

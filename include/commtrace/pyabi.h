@@ -15,7 +15,7 @@
 #endif
 
 #define CT_PY_NONE	  0xffff
-#define CT_PY_MAX_FRAMES  128 /* frames sent per stack (a power of 2); deeper: marked truncated */
+#define CT_PY_MAX_FRAMES  512 /* frames sent per stack (a power of 2); deeper: marked truncated */
 #define CT_PY_MAX_THREADS 64  /* thread states scanned to find the calling thread's */
 
 struct ct_py_offsets {
@@ -59,6 +59,9 @@ struct ct_py_offsets {
 	__u16 object_type;	    /* PyObject.ob_type */
 	__u16 tstate_thread_id;	    /* PyThreadState.thread_id (pthread_t = the TCB = fs base) */
 	__u16 frame_func; /* 3.11 f_func, 3.12+ f_funcobj: the frame's function, else CT_PY_NONE */
+	__u16
+	    code_version; /* co_version (uint32, 3.12+): unique per code object, else CT_PY_NONE */
+	__u16 unicode_hash; /* PyASCIIObject.hash (Py_hash_t, -1 until computed) */
 };
 
 /* The pyprocs map's value: one traced CPython process. */
@@ -84,6 +87,77 @@ struct ct_pyproc_bpf {
 	__u64 cell_type; /* address of PyCell_Type, or 0 */
 	struct ct_py_offsets off;
 	struct ct_pyvals_bpf vals;
+	/* The bytes of a code object that hold what struct ct_pycode_val compares: from
+	 * code_lo, code_len of them (at most CT_PY_CODE_SPAN); code_len 0: never compared. */
+	__u16 code_lo, code_len;
+	__u32 ascii_state; /* PyASCIIObject.state bits of a compact ASCII string */
+};
+
+/*
+ * Known code objects: what the walker checks a frame's code object against at capture,
+ * so that a stack made only of code objects user space has resolved already is resolved
+ * from its cache, later, without waking the reader or reading the process
+ * (CT_PYS_KNOWN). The values are what the symbolizer validates a cached entry by: an
+ * address reused by another code object has another name, file or line table, or first
+ * line. User space adds an entry when it resolves a code object from the live process and
+ * deletes it when its cache forgets the code object. Addresses alone would not do: a
+ * code object made and freed at run time (exec, compile) often leaves its address, its
+ * name's and its line table's to the next one, so the code object's own version counter
+ * (3.12+) or its strings' hashes are compared too.
+ */
+#define CT_PY_CODE_SPAN 120
+
+/*
+ * A name string's ident (3.10/3.11): its hash where Python computed it (an interned
+ * identifier's always is); else, for a compact ASCII string of at most 8 characters
+ * ("<module>"), its characters and length; else 0.
+ */
+#define CT_PY_NAME_IDENT(hash, len, chars8)                                                        \
+	((hash) != -1		  ? (__u64)(hash)                                                  \
+	 : (len) == 8		  ? (chars8) ^ 8                                                   \
+	 : (len) > 0 && (len) < 8 ? ((chars8) & ((1ull << (8 * (len))) - 1)) ^ (__u64)(len)        \
+				  : 0)
+
+struct ct_pycode_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 code;
+};
+
+#define CT_PYC_HELPER (1u << 0) /* a collective helper: its first local's tensor is described */
+#define CT_PYC_LIVE   (1u << 1) /* naming it reads an object that varies by call: never known */
+#define CT_PYC_SELF   (1u << 2) /* its first local is used (a module, op, helper, ctx...) */
+
+struct ct_pycode_val {
+	__u64 name;	 /* co_qualname (3.11+) or co_name */
+	__u64 filename;	 /* co_filename */
+	__u64 linetable; /* co_linetable */
+	/* Which object it is, where pointers could be reused along with it (content, not
+	 * address): co_version (3.12+, ident2 0); else co_name's CT_PY_NAME_IDENT and
+	 * co_filename's hash, each 0 where there is none (not compared), not both. */
+	__u64 ident, ident2;
+	__s32 firstlineno;
+	__u32 flags; /* CT_PYC_* */
+};
+
+/*
+ * One value an op was called with or returned (--ops, struct ct_op_vals in abi.h), or a
+ * collective helper's tensor (struct ct_pystack), read in BPF while the objects are
+ * certainly alive. Per value: its type, and where torch's tensor layout is known for the
+ * process (struct ct_pyvals_bpf), the TensorImpl's dim count, sizes, numel and dtype as
+ * read; user space checks them (numel = product of sizes) and names the type.
+ */
+#define CT_OP_DIMS 6 /* sizes read per tensor; more dims: no shape */
+
+struct ct_op_val {
+	__u64 obj;  /* the PyObject * */
+	__u64 type; /* its ob_type */
+	__s64 numel;
+	__s64 sizes[CT_OP_DIMS];
+	__u64 ndim;
+	__u16 dtype;
+	__u8 impl; /* the tensor fields above were read */
+	__u8 pad[5];
 };
 
 /* One Python frame as the walker sends it. */
@@ -93,16 +167,20 @@ struct ct_pyframe_raw {
 	__u64 self;  /* localsplus[0]: self of a method, the first argument of a function;
 		      * a cell's content where a closure captured it (3.11+: MAKE_CELL) */
 	__u64 arg1;  /* localsplus[1]: the op of OpDispatcher.dispatch / __torch_function__ */
+	__u64 ident; /* which code object: co_version (3.12+), else co_name's hash; 0: unknown */
 };
 
 #define CT_PYS_PYTHON	 (1u << 0) /* the process runs CPython */
 #define CT_PYS_NO_TSTATE (1u << 1) /* this thread has no Python thread state */
 #define CT_PYS_TRUNCATED (1u << 2) /* deeper than CT_PY_MAX_FRAMES: outermost frames cut */
+#define CT_PYS_KNOWN	 (1u << 3) /* every code object known and checked (struct ct_pycode_val) */
+#define CT_PYS_HELPER	 (1u << 4) /* helper: the outermost helper frame's tensor, described */
 
 struct ct_pystack {
 	__u16 nframes;
 	__u16 flags;
 	__u32 pad;
+	struct ct_op_val helper; /* CT_PYS_HELPER: the first local of the outermost helper frame */
 	struct ct_pyframe_raw frames[CT_PY_MAX_FRAMES]; /* innermost first; nframes sent */
 };
 

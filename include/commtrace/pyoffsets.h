@@ -49,6 +49,8 @@ static const struct ct_py_offsets ct_py_offsets_3_10 = {
     .object_type = 8,
     .tstate_thread_id = 176,
     .frame_func = CT_PY_NONE,
+    .code_version = CT_PY_NONE,
+    .unicode_hash = 24,
 };
 
 /* pyenv-3.11.7, debian-3.11 */
@@ -86,6 +88,8 @@ static const struct ct_py_offsets ct_py_offsets_3_11 = {
     .object_type = 8,
     .tstate_thread_id = 152,
     .frame_func = 0,
+    .code_version = CT_PY_NONE,
+    .unicode_hash = 24,
 };
 
 /* pyenv-3.12.1 */
@@ -122,6 +126,8 @@ static const struct ct_py_offsets ct_py_offsets_3_12 = {
     .object_type = 8,
     .tstate_thread_id = 136,
     .frame_func = 16,
+    .code_version = 92,
+    .unicode_hash = 24,
 };
 
 /* pyenv-3.13.0 */
@@ -158,6 +164,8 @@ static const struct ct_py_offsets ct_py_offsets_3_13 = {
     .object_type = 8,
     .tstate_thread_id = 152,
     .frame_func = 16,
+    .code_version = 92,
+    .unicode_hash = 24,
 };
 
 /*

@@ -26,10 +26,10 @@
 
 #define CT_REC_MAGIC "CTRECORD"
 #define CT_REC_VERSION                                                                             \
-	4 /* 2: ct_rec_pycall names its op and root class; 3: ct_op_event.func; 4:                 \
-	     ct_call_event.val[CT_V_GROUP] */
-#define CT_REC_MAX_EVENT 8192 /* >= sizeof(struct ct_call_event) */
-#define CT_REC_MAX_DROPS 16   /* >= CT_DROP_MAX */
+	5 /* 2: ct_rec_pycall names its op and root class; 3: ct_op_event.func; 4:                 \
+	     ct_call_event.val[CT_V_GROUP]; 5: ct_pystack.helper, 512 frames with their ident */
+#define CT_REC_MAX_EVENT 24576 /* >= sizeof(struct ct_call_event) */
+#define CT_REC_MAX_DROPS 16    /* >= CT_DROP_MAX */
 
 struct ct_rec_header {
 	char magic[8]; /* CT_REC_MAGIC, no NUL */

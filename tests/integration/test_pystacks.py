@@ -273,13 +273,66 @@ def test_stacks_every_python(bpf, mpi_available, reaper, start_tracer, tmp_path,
     assert {s[:len(s)] for s in got} == {w[:16] for w in want}, (got, want)
 
 
-def test_deep_recursion_truncated(bpf, mpi_available, reaper, start_tracer, tmp_path):
+@pytest.mark.parametrize("version", ["3.11-debian", "3.13"])
+def test_known_stacks_named_from_cache(bpf, mpi_available, reaper, start_tracer, tmp_path,
+                                       version):
+    """Once user space has resolved a stack's code objects, BPF checks them at capture and
+    the record waits for the next poll: named from the cache, exactly as the first."""
+    python = INTERPRETERS[version]
+    if not python.exists():
+        pytest.skip(f"SKIPPED LOUDLY: {python} is not installed")
+    js, pid, ledger, tr = run_pystack(reaper, start_tracer, tmp_path, python,
+                                      "--depth", 3, "--calls", 10, "--pause", 0.2)
+    colls = [r for _, r in flatten(debug_of(js, pid)["records"]) if r["type"] == "collective"]
+    assert len(colls) == 10
+    want = tuple(map(tuple, expected_chain(ledger, "deep")))[:16]
+    for r in colls:
+        assert tuple((f["qualname"], f["line"]) for f in r["stack"]) == want
+    # The first stack woke the reader, which told BPF its code objects; the 9 others did not.
+    assert js["python_stacks"] == 10
+    assert js["python_stacks_known"] == {"stacks": 9, "frames_read_late": 0, "codes_not_told": 0,
+                                         "codes_unverifiable": 0}
+    assert js["drops"]["python_frames_unresolved"] == 0
+
+
+@pytest.mark.parametrize("version", ["3.11-debian", "3.13"])
+def test_reused_code_objects_never_misnamed(bpf, mpi_available, reaper, start_tracer, tmp_path,
+                                            version):
+    """Functions made at run time, each freed before the next is made: CPython gives the next
+    code object the freed one's memory. Each collective's frame names its own function, or,
+    where the reader came after the reuse, none (counted): never another one."""
+    python = INTERPRETERS[version]
+    if not python.exists():
+        pytest.skip(f"SKIPPED LOUDLY: {python} is not installed")
+    n = 300
+    js, pid, ledger, tr = run_pystack(reaper, start_tracer, tmp_path, python, "--reuse", n)
+    made = ledger["made"]
+    assert len(made) == n
+    reused = n - len({addr for _, addr in made})
+    assert reused >= n // 10, f"only {reused} code objects took a freed one's address"
+    colls = sorted((r for _, r in flatten(debug_of(js, pid)["records"])
+                    if r["type"] == "collective"), key=lambda r: r["ts_ns"])
+    assert len(colls) == n
+    missing = 0
+    for (name, _), r in zip(made, colls):
+        frames = [f["qualname"] for f in r["stack"] if f["qualname"].startswith("made_")]
+        assert frames in ([name], []), f"the call from {name} named {frames}"
+        missing += not frames
+    assert missing < n, "every made function unnamed"
+    assert js["drops"]["python_frames_unresolved"] == missing
+    assert js["drops"]["python_frames_reused"] <= missing
+
+
+@pytest.mark.parametrize("depth,truncated", [(490, False), (520, True)])
+def test_deep_recursion_truncated(bpf, mpi_available, reaper, start_tracer, tmp_path, depth,
+                                  truncated):
+    """512 frames are sent: a recursion 490 deep (about 500 frames) whole, 520 cut."""
     js, pid, ledger, tr = run_pystack(reaper, start_tracer, tmp_path, INTERPRETERS["3.11-debian"],
-                                      "--depth", 200, "--calls", 2)
+                                      "--depth", depth, "--calls", 2)
     proc = next(p for p in js["processes"] if p["pid"] == pid)
     assert proc["comm_counts"] == {"MPI_Barrier": 2}, "nothing lost to a deep stack"
     colls = [r for _, r in flatten(proc["comm_debug"]["records"]) if r["type"] == "collective"]
     assert len(colls) == 2
     for r in colls:
-        assert r["stack_truncated"] is True
+        assert r["stack_truncated"] is truncated
         assert [f["qualname"] for f in r["stack"][:3]] == ["Worker.step", "deep", "deep"]

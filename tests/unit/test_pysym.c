@@ -303,6 +303,13 @@ static void check_interpreter(const char *label, const char *python, int minor,
 			if (!ASSERT_EQ(u->offsets.frame_func, CT_PY_NONE, "frame_func unset"))
 				return;
 			u->offsets.frame_func = p->offsets.frame_func;
+			/* nor what tells a code object from a reuse: no stack is trusted as known
+			 */
+			if (!ASSERT_EQ(u->offsets.code_version, CT_PY_NONE, "code_version unset") ||
+			    !ASSERT_EQ(u->offsets.unicode_hash, CT_PY_NONE, "unicode_hash unset"))
+				return;
+			u->offsets.code_version = p->offsets.code_version;
+			u->offsets.unicode_hash = p->offsets.unicode_hash;
 			ASSERT_OK(memcmp(&u->offsets, &p->offsets, sizeof(u->offsets)),
 				  "offsets from _Py_DebugOffsets == generated");
 			dbg[0] = 'X';

@@ -10,12 +10,20 @@ stacks must reproduce exactly.
   --depth D        recurse D levels before calling (deep stacks; default 0)
   --wait-file P    write the pid to P.pid, wait for P to exist before calling
   --expect F       write what was called from where to F (JSON)
-  --time           print "ns_per_call N": wall time over all calls of all threads
+  --time           print "ns_per_call N": wall time over all calls of all threads, and
+                   "cpu_s S": the CPU time this process spent making them
+  --pause S        with --depth: sleep S seconds after each call
+  --hold-file P    before exiting, wait for P to exist (the tracer stays attached)
+  --reuse N        call from N functions made at run time one after the other, each freed
+                   before the next is made, so that code objects (and their names' and
+                   line tables' memory) are reused; the ledger lists each one's name and
+                   code object address in call order
 """
 import argparse
 import ctypes
 import json
 import os
+import resource
 import sys
 import threading
 import time
@@ -69,6 +77,24 @@ def deep(n, w):
     return deep(n - 1, w)
 
 
+def cpu():
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def reused(n):
+    """Each function is compiled, called once and freed before the next: CPython hands the
+    next code object the freed one's memory. Named after its number, so a stale name shows."""
+    made = []
+    for i in range(n):
+        ns = {"barrier": lambda: mpi.MPI_Barrier(COMM_WORLD)}
+        exec(compile(f"def made_{i}():\n    barrier()\n", "<made>", "exec"), ns)
+        made.append([f"made_{i}", id(ns[f"made_{i}"].__code__)])
+        ns[f"made_{i}"]()
+        del ns
+    return made
+
+
 def main():
     global start
     ap = argparse.ArgumentParser()
@@ -78,6 +104,9 @@ def main():
     ap.add_argument("--wait-file")
     ap.add_argument("--expect")
     ap.add_argument("--time", action="store_true")
+    ap.add_argument("--reuse", type=int, default=0)
+    ap.add_argument("--pause", type=float, default=0)
+    ap.add_argument("--hold-file")
     a = ap.parse_args()
 
     provided = ctypes.c_int()
@@ -88,16 +117,21 @@ def main():
             f.write(f"{os.getpid()}\n")
         while not os.path.exists(a.wait_file):
             time.sleep(0.02)
-    if a.depth or a.time:
+    made = []
+    if a.reuse:
+        made = reused(a.reuse)
+    elif a.depth or a.time:
         def loop(w):
             for _ in range(a.calls):
                 seen = deep(a.depth, w)
+                if a.pause:
+                    time.sleep(a.pause)
             with lock:
                 record[w.name] = seen
 
         ws = [Worker("deep" if i == 0 else f"deep{i}", a.calls) for i in range(a.threads)]
         ts = [threading.Thread(target=loop, args=(w,), name=w.name) for w in ws[1:]]
-        t0 = time.perf_counter_ns()
+        cpu0, t0 = cpu(), time.perf_counter_ns()
         for t in ts:
             t.start()
         loop(ws[0])
@@ -106,6 +140,7 @@ def main():
         if a.time:
             ns = (time.perf_counter_ns() - t0) / (a.calls * a.threads)
             print(f"ns_per_call {ns:.1f}", flush=True)
+            print(f"cpu_s {cpu() - cpu0:.6f}", flush=True)  # of this process, calling
     else:
         start = threading.Barrier(a.threads)
         ts = []
@@ -122,8 +157,11 @@ def main():
     if a.expect:
         with open(a.expect, "w") as f:
             json.dump({"calls": a.calls, "threads": a.threads, "depth": a.depth,
-                       "call_line": call_line, "chains": record,
+                       "call_line": call_line, "chains": record, "made": made,
                        "version": list(sys.version_info[:2])}, f)
+    if a.hold_file:
+        while not os.path.exists(a.hold_file):
+            time.sleep(0.02)
     mpi.MPI_Finalize()
 
 

@@ -476,9 +476,21 @@ int ct_export_json(struct ct_session *s, const char *path)
 		 * modules named by their class (their parent had freed or never held them). */
 		cJSON_AddItemToObject(drops, "python_frames_unresolved",
 				      u64(c ? c->frames_unresolved : 0));
+		cJSON_AddItemToObject(drops, "python_frames_reused", u64(c ? c->frames_reused : 0));
 		cJSON_AddItemToObject(drops, "module_names_by_class",
 				      u64(c ? c->names_by_class : 0));
 		cJSON_AddItemToObject(root, "python_stacks", u64(c ? c->stacks : 0));
+		/* Stacks whose every code object BPF checked as already resolved: named
+		 * from the cache, later, without a wakeup (docs/json.md). */
+		if (c && c->stacks) {
+			cJSON *k = cJSON_CreateObject();
+
+			cJSON_AddItemToObject(k, "stacks", u64(c->stacks_known));
+			cJSON_AddItemToObject(k, "frames_read_late", u64(c->frames_late));
+			cJSON_AddItemToObject(k, "codes_not_told", u64(c->known_failed));
+			cJSON_AddItemToObject(k, "codes_unverifiable", u64(c->unverifiable));
+			cJSON_AddItemToObject(root, "python_stacks_known", k);
+		}
 	}
 	if (ct_py_autograd_stats(s) && ct_py_autograd_stats(s)->contexts) {
 		const struct ct_autograd_stats *a = ct_py_autograd_stats(s);

@@ -83,26 +83,35 @@ static const struct type_slot *classify(struct ct_opvals_cache *c, pid_t pid,
 	return s;
 }
 
-/* The shape and dtype BPF read, if they check. */
-static void tensor_fields(const struct ct_op_val *r, struct ct_value *v)
+int ct_opval_shape(const struct ct_op_val *r, int64_t *shape)
 {
 	uint64_t prod = 1;
 
-	if (!r->impl || r->ndim > CT_OP_DIMS)
-		return;
+	if (!r->impl || r->ndim > CT_OP_DIMS || !ct_torch_dtype_name(r->dtype))
+		return -1;
 	for (uint64_t d = 0; d < r->ndim; d++) {
 		if (r->sizes[d] < 0 ||
 		    (r->sizes[d] && prod > (uint64_t)INT64_MAX / (uint64_t)r->sizes[d]))
-			return;
+			return -1;
 		prod *= (uint64_t)r->sizes[d];
 	}
 	if (r->numel < 0 || prod != (uint64_t)r->numel)
+		return -1;
+	memcpy(shape, r->sizes, sizeof(r->sizes[0]) * r->ndim);
+	return (int)r->ndim;
+}
+
+/* The shape and dtype BPF read, if they check. */
+static void tensor_fields(const struct ct_op_val *r, struct ct_value *v)
+{
+	int64_t shape[CT_OP_DIMS];
+	int ndim = ct_opval_shape(r, shape);
+
+	if (ndim < 0)
 		return;
 	v->dtype = ct_torch_dtype_name(r->dtype);
-	if (!v->dtype)
-		return;
-	v->ndim = (int32_t)r->ndim;
-	memcpy(v->shape, r->sizes, sizeof(r->sizes[0]) * r->ndim);
+	v->ndim = ndim;
+	memcpy(v->shape, shape, sizeof(shape[0]) * (size_t)ndim);
 }
 
 /* The object still has its type and a sane reference count (ob_refcnt, ob_type). */

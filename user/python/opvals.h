@@ -23,6 +23,13 @@
 
 struct ct_opvals_cache;
 
+/*
+ * The shape of a tensor BPF described (struct ct_op_val) into shape (CT_OP_DIMS): its dim
+ * count, or -1 where the fields were not read or do not check (numel is the product of
+ * the sizes, the dtype is torch's).
+ */
+int ct_opval_shape(const struct ct_op_val *r, int64_t *shape);
+
 struct ct_opvals_cache *ct_opvals_cache_new(void);
 void ct_opvals_cache_free(struct ct_opvals_cache *c);
 

@@ -252,6 +252,8 @@ static int apply_debug(const struct ct_py_debug_layout *l, const unsigned char *
 		o->tstate_thread_id = CT_PY_NONE;
 		o->frame_func =
 		    CT_PY_NONE; /* not in the debug offsets: no looking through wrappers */
+		/* Nor these: no code object is ever trusted as known (every stack wakes). */
+		o->code_version = o->unicode_hash = CT_PY_NONE;
 		o->unicode_compact_data = o->unicode_ascii_data + 16;
 	}
 	out->debug_mismatches = mism;

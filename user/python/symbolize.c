@@ -33,9 +33,19 @@ struct entry {
 	int32_t next;
 	uint8_t ref;
 	bool lt_done; /* the line table was read (lt NULL: unavailable) */
+	bool told;    /* handed out as fresh once (ct_pyframe.fresh) */
+	bool noted;   /* counted as unverifiable */
+	/* The line of the instruction seen last: a loop's frames sit at the same call each time,
+	 * and decoding the line table was half of the reader's time per stack. */
+	bool last_ok;
+	uint64_t last_instr;
+	int last_line;
 	uint64_t code;
 	/* What a hit re-reads and compares: an address reused by another object differs. */
 	uint64_t type, name_ptr, file_ptr, lt_ptr;
+	uint32_t version;	/* co_version (3.12+), else 0 */
+	uint64_t ident, ident2; /* for BPF (struct ct_pycode_val) */
+	bool ident_ok;		/* 3.10/3.11: both strings' hashes were computed */
 	int32_t firstlineno;
 	uint32_t lt_len;
 	uint8_t *lt;
@@ -51,6 +61,8 @@ struct ct_pysym_cache {
 	struct ct_pysym_stats st;
 	struct type_slot types[PY_TYPE_SLOTS];
 	unsigned int type_next;
+	ct_pysym_forget_fn *forget;
+	void *forget_ctx;
 };
 
 /* Read a NUL-terminated string without crossing into a page that may not be mapped. */
@@ -160,8 +172,16 @@ static size_t put_utf8(char *buf, size_t at, size_t len, unsigned int ch)
 	return 2;
 }
 
+/* What tells a str from another at its address: its cached hash (-1: none), its
+ * CT_PY_NAME_IDENT. */
+struct str_id {
+	int64_t hash;
+	uint64_t ident;
+};
+
+/* A str object's text into buf; *id (if not NULL) as above. */
 static int read_str(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
-		    uint64_t obj, char *buf, size_t len)
+		    uint64_t obj, char *buf, size_t len, struct str_id *id)
 {
 	unsigned char hdr[PY_STR_HDR_MAX];
 	unsigned int state, kind;
@@ -182,6 +202,22 @@ static int read_str(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offs
 	memcpy(&type, hdr + o->object_type, 8);
 	memcpy(&slen, hdr + o->unicode_length, 8);
 	memcpy(&state, hdr + o->unicode_state, 4);
+	if (id) {
+		uint64_t chars = 0;
+		int64_t n = slen;
+		bool ascii =
+		    (state >> CT_PY_STATE_COMPACT_BIT & 1) && (state >> CT_PY_STATE_ASCII_BIT & 1);
+
+		id->hash = -1;
+		if (o->unicode_hash != CT_PY_NONE && (size_t)o->unicode_hash + 8 <= hlen)
+			memcpy(&id->hash, hdr + o->unicode_hash, 8);
+		if (id->hash == -1 && ascii && n > 0 && n <= 8 &&
+		    ct_py_read_mem(pid, obj + o->unicode_ascii_data, &chars, (size_t)n))
+			n = 0; /* unreadable: no ident */
+		id->ident = o->unicode_hash == CT_PY_NONE || (id->hash == -1 && !ascii)
+				? 0
+				: CT_PY_NAME_IDENT(id->hash, n, chars);
+	}
 	if (!is_type(c, pid, o, type, PY_STR) || slen < 0)
 		return -EINVAL;
 	if (!(state >> CT_PY_STATE_COMPACT_BIT & 1))
@@ -226,7 +262,7 @@ static int read_str(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offs
 
 int ct_py_read_str(pid_t pid, const struct ct_py_offsets *o, uint64_t strobj, char *buf, size_t len)
 {
-	return read_str(NULL, pid, o, strobj, buf, len);
+	return read_str(NULL, pid, o, strobj, buf, len, NULL);
 }
 
 static int read_bytes(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
@@ -395,6 +431,8 @@ static void drop(struct ct_pysym_cache *c, int32_t idx)
 	struct entry *e = &c->e[idx];
 	int32_t *pp = &c->buckets[bucket_of(c, e->pid, e->code)];
 
+	if (e->told && c->forget)
+		c->forget(c->forget_ctx, e->pid, e->code);
 	while (*pp >= 0 && *pp != idx)
 		pp = &c->e[*pp].next;
 	if (*pp == idx)
@@ -416,6 +454,12 @@ void ct_pysym_cache_free(struct ct_pysym_cache *c)
 	free(c->e);
 	free(c->buckets);
 	free(c);
+}
+
+void ct_pysym_cache_on_forget(struct ct_pysym_cache *c, ct_pysym_forget_fn *fn, void *ctx)
+{
+	c->forget = fn;
+	c->forget_ctx = ctx;
 }
 
 void ct_pysym_cache_forget_pid(struct ct_pysym_cache *c, pid_t pid)
@@ -477,7 +521,9 @@ static int32_t lookup(struct ct_pysym_cache *c, pid_t pid, uint64_t code)
 
 struct code_hdr {
 	uint64_t type, name_ptr, file_ptr, lt_ptr;
+	uint64_t co_name; /* co_name: on 3.11 name_ptr is co_qualname */
 	int32_t firstlineno;
+	uint32_t version; /* 0 where there is none */
 };
 
 static __u16 code_name_off(const struct ct_py_offsets *o)
@@ -488,12 +534,12 @@ static __u16 code_name_off(const struct ct_py_offsets *o)
 /* The bytes of a code object's head that hold the fields of struct code_hdr. */
 static size_t code_hdr_len(const struct ct_py_offsets *o)
 {
-	__u16 offs[] = {o->object_type, code_name_off(o), o->code_filename, o->code_linetable,
-			o->code_firstlineno};
+	__u16 offs[] = {o->object_type,	     code_name_off(o), o->code_filename, o->code_linetable,
+			o->code_firstlineno, o->code_version,  o->code_name};
 	size_t end = 0;
 
 	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++)
-		if ((size_t)offs[i] + 8 > end)
+		if (offs[i] != CT_PY_NONE && (size_t)offs[i] + 8 > end)
 			end = (size_t)offs[i] + 8;
 	return end;
 }
@@ -506,6 +552,10 @@ static void parse_code_hdr(const struct ct_py_offsets *o, const unsigned char *b
 	memcpy(&h->file_ptr, buf + o->code_filename, 8);
 	memcpy(&h->lt_ptr, buf + o->code_linetable, 8);
 	memcpy(&h->firstlineno, buf + o->code_firstlineno, 4);
+	memcpy(&h->co_name, buf + o->code_name, 8);
+	h->version = 0;
+	if (o->code_version != CT_PY_NONE)
+		memcpy(&h->version, buf + o->code_version, 4);
 }
 
 static int read_code_hdr(pid_t pid, const struct ct_py_offsets *o, uint64_t code,
@@ -531,11 +581,30 @@ static int fill_entry(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_of
 
 	if (!is_type(c, pid, o, h->type, PY_CODE))
 		return -EINVAL;
-	err = read_str(c, pid, o, h->name_ptr, e->qualname, sizeof(e->qualname));
+	struct str_id name_id = {-1, 0}, file_id = {-1, 0};
+
+	err = read_str(c, pid, o, h->name_ptr, e->qualname, sizeof(e->qualname), &name_id);
 	if (!err)
-		err = read_str(c, pid, o, h->file_ptr, e->filename, sizeof(e->filename));
+		err = read_str(c, pid, o, h->file_ptr, e->filename, sizeof(e->filename), &file_id);
 	if (err)
 		return err;
+	e->version = h->version;
+	if (o->code_version != CT_PY_NONE) {
+		e->ident = h->version;
+		e->ident2 = 0;
+		e->ident_ok = h->version != 0; /* 0: the counter ran out, versions repeat */
+	} else {
+		/* co_name's ident (an identifier's hash is computed when it is interned) and
+		 * co_filename's hash, where Python computed it (0: not compared); one at least. */
+		char co_name[CT_PY_NAME_MAX];
+
+		if (h->co_name != h->name_ptr &&
+		    read_str(c, pid, o, h->co_name, co_name, sizeof(co_name), &name_id))
+			name_id.ident = 0;
+		e->ident = name_id.ident;
+		e->ident2 = file_id.hash == -1 ? 0 : (uint64_t)file_id.hash;
+		e->ident_ok = o->unicode_hash != CT_PY_NONE && (e->ident || e->ident2);
+	}
 	e->pid = pid;
 	e->code = code;
 	e->type = h->type;
@@ -586,9 +655,55 @@ static int64_t lasti_of(const struct ct_py_offsets *o, uint64_t code, uint64_t i
 	return (int64_t)((instr - start) / 2);
 }
 
+/* out from the cached entry idx: names, first line and the line executing at instr. */
+static void fill_out(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
+		     int32_t idx, uint64_t instr, struct ct_pyframe *out)
+{
+	struct entry *e = &c->e[idx];
+
+	e->ref = 1;
+	if (!e->lt_done)
+		load_linetable(c, pid, o, idx);
+	e = &c->e[idx];
+	if (!e->iqualname) {
+		e->iqualname = ct_intern(e->qualname);
+		e->ifilename = ct_intern(e->filename);
+	}
+	_Static_assert(sizeof(out->qualname) == sizeof(e->qualname) &&
+			   sizeof(out->filename) == sizeof(e->filename),
+		       "whole names");
+	memcpy(out->qualname, e->qualname, sizeof(out->qualname));
+	memcpy(out->filename, e->filename, sizeof(out->filename));
+	out->iqualname = e->iqualname;
+	out->ifilename = e->ifilename;
+	out->firstlineno = e->firstlineno;
+	if (!e->last_ok || e->last_instr != instr) {
+		e->last_line = ct_py_linetable_line(o->minor, e->lt, e->lt_len, e->firstlineno,
+						    lasti_of(o, e->code, instr));
+		e->last_instr = instr;
+		e->last_ok = e->lt_done;
+	}
+	out->line = e->last_line;
+	if (out->line < 0)
+		c->st.line_unknown++;
+	out->known = (struct ct_pycode_val){.name = e->name_ptr,
+					    .filename = e->file_ptr,
+					    .linetable = e->lt_ptr,
+					    .ident = e->ident,
+					    .ident2 = e->ident2,
+					    .firstlineno = e->firstlineno};
+	out->fresh = !e->told && e->ident_ok;
+	if (out->fresh)
+		e->told = true;
+	else if (!e->ident_ok && !e->noted) {
+		e->noted = true;
+		c->st.unverifiable++;
+	}
+}
+
 /* The rest of ct_py_symbolize(), once the code object's head h is read. */
 static int symbolize_hdr(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
-			 uint64_t code, uint64_t instr, const struct code_hdr *hp,
+			 uint64_t code, uint64_t instr, uint64_t ident, const struct code_hdr *hp,
 			 struct ct_pyframe *out)
 {
 	struct code_hdr h = *hp;
@@ -600,7 +715,8 @@ static int symbolize_hdr(struct ct_pysym_cache *c, pid_t pid, const struct ct_py
 	if (idx >= 0) {
 		e = &c->e[idx];
 		if (e->type == h.type && e->name_ptr == h.name_ptr && e->file_ptr == h.file_ptr &&
-		    e->lt_ptr == h.lt_ptr && e->firstlineno == h.firstlineno) {
+		    e->lt_ptr == h.lt_ptr && e->firstlineno == h.firstlineno &&
+		    e->version == h.version) {
 			c->st.hits++;
 		} else {
 			c->st.stale++;
@@ -628,26 +744,13 @@ static int symbolize_hdr(struct ct_pysym_cache *c, pid_t pid, const struct ct_py
 		c->buckets[b] = idx;
 		c->st.entries++;
 	}
-	e->ref = 1;
-	if (!e->lt_done)
-		load_linetable(c, pid, o, idx);
-	e = &c->e[idx];
-	if (!e->iqualname) {
-		e->iqualname = ct_intern(e->qualname);
-		e->ifilename = ct_intern(e->filename);
+	/* The object at the address now is another than the one the frame ran: it was freed
+	 * and its memory reused since the capture. Not named at all rather than wrongly. */
+	if (ident && c->e[idx].ident && c->e[idx].ident != ident) {
+		c->st.reused++;
+		return -ESTALE;
 	}
-	_Static_assert(sizeof(out->qualname) == sizeof(e->qualname) &&
-			   sizeof(out->filename) == sizeof(e->filename),
-		       "whole names");
-	memcpy(out->qualname, e->qualname, sizeof(out->qualname));
-	memcpy(out->filename, e->filename, sizeof(out->filename));
-	out->iqualname = e->iqualname;
-	out->ifilename = e->ifilename;
-	out->firstlineno = e->firstlineno;
-	out->line = ct_py_linetable_line(o->minor, e->lt, e->lt_len, e->firstlineno,
-					 lasti_of(o, code, instr));
-	if (out->line < 0)
-		c->st.line_unknown++;
+	fill_out(c, pid, o, idx, instr, out);
 	return 0;
 }
 
@@ -668,22 +771,33 @@ int ct_py_symbolize(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offs
 		c->st.errors++;
 		return err;
 	}
-	return symbolize_hdr(c, pid, o, code, instr, &h, out);
+	return symbolize_hdr(c, pid, o, code, instr, 0, &h, out);
 }
 
 void ct_py_symbolize_many(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
-			  const struct ct_pyframe_raw *raw, int n, struct ct_pyframe *out, int *rc)
+			  const struct ct_pyframe_raw *raw, int n, bool checked,
+			  struct ct_pyframe *out, int *rc)
 {
 	unsigned char buf[CT_PY_MAX_FRAMES][PY_CODE_HDR_MAX];
 	struct iovec local[CT_PY_MAX_FRAMES], remote[CT_PY_MAX_FRAMES];
 	size_t len = code_hdr_len(o), done = 0;
-	int idx[CT_PY_MAX_FRAMES] = {0}, k = 0;
+	int idx[CT_PY_MAX_FRAMES], k = 0; /* idx[0..k) */
 	ssize_t got = -1;
 
 	if (n > CT_PY_MAX_FRAMES)
 		n = CT_PY_MAX_FRAMES;
-	/* One process_vm_readv for the heads of every frame's code object. */
+	/* One process_vm_readv for the heads of every frame's code object not checked. */
 	for (int i = 0; i < n && len <= PY_CODE_HDR_MAX; i++) {
+		int32_t hit = checked && raw[i].code ? lookup(c, pid, raw[i].code) : -1;
+
+		if (hit >= 0) {
+			fill_out(c, pid, o, hit, raw[i].instr, &out[i]); /* sets every field */
+			c->st.checked_hits++;
+			rc[i] = 0;
+			continue;
+		}
+		c->st.checked_misses += checked;
+		rc[i] = 1; /* to do below */
 		if (!raw[i].code)
 			continue;
 		local[k] = (struct iovec){.iov_base = buf[k], .iov_len = len};
@@ -698,15 +812,23 @@ void ct_py_symbolize_many(struct ct_pysym_cache *c, pid_t pid, const struct ct_p
 	for (int i = 0, j = 0; i < n; i++) {
 		struct code_hdr h;
 
+		if (rc[i] == 0)
+			continue; /* checked in BPF at capture, found cached */
 		if (j < k && idx[j] == i && (size_t)j < done) {
 			memset(&out[i], 0, sizeof(out[i]));
 			out[i].line = -1;
 			parse_code_hdr(o, buf[j++], &h);
-			rc[i] = symbolize_hdr(c, pid, o, raw[i].code, raw[i].instr, &h, &out[i]);
+			rc[i] = symbolize_hdr(c, pid, o, raw[i].code, raw[i].instr, raw[i].ident,
+					      &h, &out[i]);
 			continue;
 		}
 		if (j < k && idx[j] == i)
 			j++;
-		rc[i] = ct_py_symbolize(c, pid, o, raw[i].code, raw[i].instr, &out[i]);
+		memset(&out[i], 0, sizeof(out[i]));
+		out[i].line = -1;
+		rc[i] = raw[i].code && !read_code_hdr(pid, o, raw[i].code, &h)
+			    ? symbolize_hdr(c, pid, o, raw[i].code, raw[i].instr, raw[i].ident, &h,
+					    &out[i])
+			    : ct_py_symbolize(c, pid, o, raw[i].code, raw[i].instr, &out[i]);
 	}
 }

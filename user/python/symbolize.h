@@ -9,6 +9,7 @@
 #ifndef CT_PYTHON_SYMBOLIZE_H
 #define CT_PYTHON_SYMBOLIZE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -27,6 +28,8 @@ struct ct_pyframe {
 	int firstlineno;		   /* co_firstlineno */
 	int line;			   /* line being executed, -1 if unknown */
 	const char *iqualname, *ifilename; /* the same, interned (ct_intern) */
+	struct ct_pycode_val known;	   /* what the entry was validated by (flags 0), for BPF */
+	uint8_t fresh; /* the first time this entry is handed out: tell BPF it is known */
 };
 
 struct ct_pysym_stats {
@@ -35,6 +38,10 @@ struct ct_pysym_stats {
 	uint64_t line_unknown; /* lines not found (table too big, no location) */
 	uint64_t errors;       /* symbolizations that failed (unreadable, not a code object) */
 	uint64_t entries, line_bytes;
+	uint64_t checked_hits;	 /* frames BPF checked at capture, named from the cache */
+	uint64_t checked_misses; /* such frames no longer cached: read from the process */
+	uint64_t unverifiable;	 /* code objects with nothing to check them by in BPF */
+	uint64_t reused; /* frames whose code object was freed and its address reused since */
 };
 
 struct ct_pysym_cache;
@@ -42,6 +49,9 @@ struct ct_pysym_cache;
 /* capacity 0: CT_PYSYM_DEFAULT_CAP entries. NULL on ENOMEM. */
 struct ct_pysym_cache *ct_pysym_cache_new(unsigned int capacity);
 void ct_pysym_cache_free(struct ct_pysym_cache *c);
+/* Called for each entry once handed out as fresh, when it is dropped. */
+typedef void ct_pysym_forget_fn(void *ctx, pid_t pid, uint64_t code);
+void ct_pysym_cache_on_forget(struct ct_pysym_cache *c, ct_pysym_forget_fn *fn, void *ctx);
 /* Drop everything cached for pid (it exited: its addresses mean nothing now). */
 void ct_pysym_cache_forget_pid(struct ct_pysym_cache *c, pid_t pid);
 void ct_pysym_cache_stats(const struct ct_pysym_cache *c, struct ct_pysym_stats *st);
@@ -55,10 +65,13 @@ int ct_py_symbolize(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offs
 
 /*
  * ct_py_symbolize() for the n frames of one stack (raw, as BPF sent them), the heads of
- * their code objects read with one process_vm_readv: out[i] and rc[i] per frame.
+ * their code objects read with one process_vm_readv: out[i] and rc[i] per frame. checked:
+ * BPF compared every code object with its ct_pyframe.known at capture (CT_PYS_KNOWN), so
+ * a cached entry is used without reading the process.
  */
 void ct_py_symbolize_many(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
-			  const struct ct_pyframe_raw *raw, int n, struct ct_pyframe *out, int *rc);
+			  const struct ct_pyframe_raw *raw, int n, bool checked,
+			  struct ct_pyframe *out, int *rc);
 
 /*
  * A NUL-terminated C string at addr (a tp_name, a PyMethodDef.ml_name), truncated to len - 1
