@@ -5,8 +5,12 @@
    mode), commtrace --no-stacks, commtrace with one perf-event link per probe instead of
    uprobe_multi links, and bpftrace with the same entry+return probes (the raw tracing
    floor). Per-call added cost = traced - untraced.
-2. Python stack capture: MPI_Barrier from a Python call chain of depth 0 and 40 (about 10
-   and 50 frames), CPython 3.11: untraced, traced without stacks, traced with stacks.
+2. Python stack capture, by CPU time (scripts/benchstats.py): MPI_Barrier from a Python
+   call chain of depth 0 and 40 (about 10 and 50 frames), CPython 3.11 and 3.13, the
+   tracer attached by pid: untraced, without stacks, with stacks, alternated over
+   BENCH_ROUNDS rounds; the target's CPU ns per call with 95 % intervals, the tracer's CPU,
+   and the BPF programs' own ns per run (bpf_stats). node: one process calling the HCCL
+   stand-in flat out while 1, 4 or 8 processes of the same library are traced.
 3. A real training job: 2-rank DDP on Gloo, ns per step, untraced and traced; seed 000's
    MLP with --ops (ops); PyTorch 2.6's test Transformer with tensor parallelism in the
    Debian 13 root, against its own CommDebugMode (torch2).
@@ -27,8 +31,8 @@
 8. detach: attaching to and detaching from a running 2-rank DDP job, with uprobe_multi
    links and with one perf-event link per probe: seconds each way.
 
-`scripts/bench.py [mpi|pystack|training|ops|torch2|events|pyevents|memory|offline|devprof|detach]...`:
-only those.
+`scripts/bench.py [mpi|pystack|training|ops|torch2|events|pyevents|node|memory|offline|devprof|
+detach|fleet]...`: only those.
 
 Run as root. Each configuration runs REPEAT times and the median is kept; the machine is
 noisy, so ratios of medians are what to read, not single numbers.
@@ -45,6 +49,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import benchstats as bs
+
 REPO = Path(__file__).resolve().parents[1]
 # COMMTRACE_BPF=/path/to/binary: the same figures for another build (before/after a change).
 TRACER = os.environ.get("COMMTRACE_BPF", str(REPO / "commtrace-bpf"))
@@ -52,6 +58,8 @@ PROGS = REPO / "build" / "progs"
 WORK = REPO / "tests" / "workloads"
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
 REPEAT = int(os.environ.get("BENCH_REPEAT", "3"))
+# Rounds of alternated configurations for the CPU-time figures (benchstats.py).
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "10"))
 LIBMPI = "/usr/lib/x86_64-linux-gnu/libmpi.so.40"
 
 
@@ -128,21 +136,133 @@ def bench_mpi():
         table(f"MPI_Allreduce {size} B, 2 ranks: ns per call", rows)
 
 
+def cleanup(procs, tmp):
+    """Kill what is still running of procs (None entries allowed), remove tmp."""
+    for p in procs:
+        if p and p.poll() is None:
+            p.kill()
+            p.wait()
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def wait_cpu(p):
+    """Wait for p: its CPU seconds (user + system, its waited-for children included)."""
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return ru.ru_utime + ru.ru_stime
+
+
+def wait_pidfile(path, proc, what):
+    """The pid a --wait-file target wrote to path, once it has."""
+    while not path.exists():
+        if proc.poll() is not None:
+            raise SystemExit(f"bench: {what} failed to start")
+        time.sleep(0.02)
+    return path.read_text().strip()
+
+
+def bpf_prog_stats():
+    """{program name: (runs, ns)} of commtrace's entry and return programs (bpf_stats)."""
+    out = subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True, text=True)
+    progs = json.loads(out.stdout or "[]")
+    return {p["name"]: (p.get("run_cnt", 0), p.get("run_time_ns", 0))
+            for p in progs if p.get("name") in ("ct_entry", "ct_exit")}
+
+
+def attached_run(cmd, tracer_args=None):
+    """One run of a target that takes --wait-file and --hold-file (pystack_mpi.py), with the
+    tracer attached by pid first unless tracer_args is None. Returns the target's ns_per_call
+    and cpu_s, the tracer's CPU time (whole run, attach included) and, from bpf_stats, ns per
+    run of each BPF program over the calls."""
+    tmp = Path(tempfile.mkdtemp(prefix="ct-bench-"))
+    go, hold = tmp / "go", tmp / "hold"
+    target = subprocess.Popen([*map(str, cmd), "--wait-file", str(go), "--hold-file", str(hold)],
+                              stdout=subprocess.PIPE, text=True)
+    tracer, out = None, {}
+    try:
+        pid = wait_pidfile(tmp / "go.pid", target, cmd[1])
+        if tracer_args is not None:
+            tracer = subprocess.Popen([TRACER, "-q", *tracer_args, "-p", pid],
+                                      stderr=subprocess.PIPE, text=True)
+            for line in tracer.stderr:
+                if line.startswith("attached:"):
+                    break
+            before = bpf_prog_stats()
+        go.touch()
+        text = ""
+        for line in target.stdout:
+            text += line
+            if line.startswith("cpu_s "):
+                break
+        out = {"ns_per_call": number(text, "ns_per_call"), "cpu_s": number(text, "cpu_s")}
+        if tracer:
+            after = bpf_prog_stats()
+            for name, (runs, ns) in after.items():
+                r0, n0 = before.get(name, (0, 0))
+                out[f"bpf_{name}"] = (ns - n0) / max(1, runs - r0)
+        hold.touch()
+        target.wait(timeout=300)
+        if tracer:
+            out["tracer_cpu_s"] = wait_cpu(tracer)
+            if tracer.returncode:
+                raise SystemExit(f"bench: the tracer failed ({tracer.returncode})")
+        return out
+    finally:
+        cleanup((target, tracer), tmp)
+
+
+def cpu_table(title, calls, res, base="untraced"):
+    """Per configuration: wall ns per call (median), the target's CPU ns per call and the
+    tracer's CPU per run (means, 95 % intervals), the BPF programs' ns per run."""
+    print(f"\n{title}")
+    print(f"  {'configuration':<24} {'wall ns/call':>12} {'target CPU ns/call [95% CI]':>32} "
+          f"{'tracer CPU s/run':>17} {'BPF entry/return ns':>20}")
+    for name, runs in res.items():
+        cpu = [r["cpu_s"] * 1e9 / calls for r in runs]
+        ci = bs.bootstrap(bs.mean, cpu)
+        tr = [r["tracer_cpu_s"] for r in runs if "tracer_cpu_s" in r]
+        bpf = [(r.get("bpf_ct_entry"), r.get("bpf_ct_exit")) for r in runs if "bpf_ct_entry" in r]
+        bpf_s = (f"{statistics.median(b[0] for b in bpf):,.0f} / "
+                 f"{statistics.median(b[1] for b in bpf):,.0f}") if bpf else "-"
+        print(f"  {name:<24} {statistics.median(r['ns_per_call'] for r in runs):>12,.0f} "
+              f"{bs.fmt(ci, digits=0):>32} {statistics.mean(tr) if tr else 0:>17.2f} {bpf_s:>20}")
+    ref = [r["cpu_s"] * 1e9 / calls for r in res[base]]
+    for name, runs in res.items():
+        if name == base:
+            continue
+        cpu = [r["cpu_s"] * 1e9 / calls for r in runs]
+        print(f"  {name}: target CPU {bs.fmt(bs.bootstrap(bs.ratio_of_means, cpu, ref))} x "
+              f"{base}, {bs.fmt(bs.bootstrap(bs.diff_of_means, cpu, ref), ' ns', 0)} "
+              f"per collective")
+
+
+def cpu_ns(res, name, calls):
+    return [r["cpu_s"] * 1e9 / calls for r in res[name]]
+
+
 def bench_pystack():
-    py = "/usr/bin/python3.11"
-    for depth in (0, 40):
-        cmd = [py, str(WORK / "pystack_mpi.py"), "--time", "--calls", "20000", "--depth",
-               str(depth)]
-        rows = [
-            ("untraced", median(lambda: run(cmd, "ns_per_call"))),
-            ("traced, no stacks",
-             median(lambda: run(traced(["--no-stacks", "--", *cmd]), "ns_per_call"))),
-            ("traced, Python stacks", median(lambda: run(traced(["--", *cmd]), "ns_per_call"))),
-        ]
-        table(f"MPI_Barrier from Python 3.11 at recursion depth {depth}: ns per call", rows)
-        nostack, stack = rows[1][1], rows[2][1]
-        print(f"  stack capture alone: {stack - nostack:+.1f} ns per call "
-              f"(the bare probe pair: {nostack - rows[0][1]:+.1f} ns)")
+    """Stack capture, by CPU time: MPI_Barrier from a Python call chain (about 10 and 50
+    frames), the tracer attached by pid, the three configurations alternated."""
+    calls = 20000
+    for label, py in (("3.11 (Debian)", "/usr/bin/python3.11"),
+                      ("3.13", str(Path.home() / ".pyenv/versions/3.13.0/bin/python3.13"))):
+        if not Path(py).exists():
+            print(f"\nbench pystack: {py} not installed, CPython {label} skipped")
+            continue
+        for depth in (0, 40):
+            cmd = [py, WORK / "pystack_mpi.py", "--time", "--calls", calls, "--depth", depth]
+            configs = {"untraced": None, "traced, no stacks": ["--no-stacks"],
+                       "traced, Python stacks": []}
+            res = bs.alternate(list(configs), ROUNDS, lambda c: attached_run(cmd, configs[c]))
+            cpu_table(f"MPI_Barrier from CPython {label} at recursion depth {depth}: "
+                      f"{calls} calls a run, {ROUNDS} rounds alternated", calls, res)
+            stack = bs.bootstrap(bs.diff_of_means, cpu_ns(res, "traced, Python stacks", calls),
+                                 cpu_ns(res, "traced, no stacks", calls))
+            total = bs.bootstrap(bs.diff_of_means, cpu_ns(res, "traced, Python stacks", calls),
+                                 cpu_ns(res, "untraced", calls))
+            print(f"  stack capture alone: {bs.fmt(stack, ' ns', 0)} per collective "
+                  f"(goal <= 1500 ns: {bs.within(stack, 1500)}); a collective with its stack: "
+                  f"{bs.fmt(total, ' ns', 0)} (goal <= 4000 ns: {bs.within(total, 4000)})")
 
 
 def bench_training():
@@ -268,11 +388,7 @@ def traced_rate(calls, threads=1, rate=0, ringbuf=8, args=(), sample=None):
                               stdout=subprocess.PIPE, text=True)
     tracer = None
     try:
-        while not (tmp / "go.pid").exists():
-            if target.poll() is not None:
-                raise SystemExit("bench: event_rate failed to start")
-            time.sleep(0.02)
-        pid = (tmp / "go.pid").read_text().strip()
+        pid = wait_pidfile(tmp / "go.pid", target, "event_rate")
         cmd = [TRACER, "-q", "--ringbuf", str(ringbuf), "-p", pid, "--json", str(js), *args]
         if sample:
             cmd += ["-i", "0.2"]
@@ -291,11 +407,7 @@ def traced_rate(calls, threads=1, rate=0, ringbuf=8, args=(), sample=None):
         made = {k: float(v) for k, v in (l.split() for l in out.splitlines())}
         return made, json.loads(js.read_text()), samples
     finally:
-        for p in (target, tracer):
-            if p and p.poll() is None:
-                p.kill()
-                p.wait()
-        shutil.rmtree(tmp, ignore_errors=True)
+        cleanup((target, tracer), tmp)
 
 
 def bench_events():
@@ -341,7 +453,7 @@ def bench_pyevents():
           f"CPython 3.11, worst of {REPEAT} runs")
     print(f"  {'threads':>7} {'depth':>5} {'calls/s':>9} {'made':>9} {'counted':>9} "
           f"{'dropped':>8} {'unresolved frames':>17}")
-    for threads, depth in ((1, 0), (1, 10), (1, 50), (2, 10), (4, 10)):
+    for threads, depth in ((1, 0), (1, 10), (1, 50), (2, 0), (2, 10), (4, 10)):
         runs = []
         for _ in range(REPEAT):
             with tempfile.TemporaryDirectory() as tmp:
@@ -557,6 +669,58 @@ def bench_devprof():
           "build/progs/megakernel --cost, run by scripts/gpu-check.sh")
 
 
+def node_run(traced_procs, calls):
+    """One process calling HcclBarrier (the stand-in) flat out while traced_procs - 1 more
+    processes of the same library sit idle, all of them traced by one tracer (0: none
+    traced). The caller's CPU ns per call."""
+    tmp = Path(tempfile.mkdtemp(prefix="ct-bench-"))
+    n = max(traced_procs, 1)
+    procs, tracer = [], None
+    try:
+        for i in range(n):
+            procs.append(subprocess.Popen(
+                [str(PROGS / "event_rate"), str(PROGS / "libhccl.so"),
+                 "--calls", str(calls if i == 0 else 1), "--wait-file", str(tmp / f"go{i}")],
+                stdout=subprocess.PIPE, text=True))
+        pids = [wait_pidfile(tmp / f"go{i}.pid", p, "event_rate") for i, p in enumerate(procs)]
+        if traced_procs:
+            tracer = subprocess.Popen([TRACER, "-q", "-p", ",".join(pids)],
+                                      stderr=subprocess.PIPE, text=True)
+            for line in tracer.stderr:
+                if line.startswith("attached:"):
+                    break
+        (tmp / "go0").touch()
+        out = procs[0].stdout.read()
+        cpu = wait_cpu(procs[0])
+        for i in range(1, n):
+            (tmp / f"go{i}").touch()
+        for p in procs[1:]:
+            p.wait(timeout=60)
+        if tracer and tracer.wait(timeout=60):
+            raise SystemExit("bench: the tracer failed")
+        return cpu * 1e9 / number(out, "issued_calls")
+    finally:
+        cleanup((*procs, tracer), tmp)
+
+
+def bench_node():
+    """Does a traced call cost more when more processes of the same library are traced? One
+    caller, 0/1/4/8 traced processes of the HCCL stand-in (each with its own pid-filtered
+    uprobe_multi links on the one file), alternated; the caller's CPU per call."""
+    calls = 300000
+    configs = [0, 1, 4, 8]
+    res = bs.alternate(configs, ROUNDS, lambda k: node_run(k, calls))
+    print(f"\nOne node, one calling process: HcclBarrier (stand-in) flat out, {calls:,} calls a "
+          f"run, {ROUNDS} rounds alternated; the caller's CPU ns per call [95% CI]")
+    for k in configs:
+        label = "untraced" if not k else f"{k} process{'es' if k > 1 else ''} traced"
+        line = f"  {label:<22} {bs.fmt(bs.bootstrap(bs.mean, res[k]), digits=0):>26}"
+        if k > 1:
+            line += (f"   vs 1 traced: {bs.fmt(bs.bootstrap(bs.diff_of_means, res[k], res[1]), ' ns', 0)}"
+                     f" per call")
+        print(line)
+
+
 def bench_detach():
     """Attaching to and detaching from a running 2-rank DDP job (Gloo, PyTorch 1.13, Python
     stacks): seconds from start to "attached:", and from SIGINT to the tracer's exit, with
@@ -614,8 +778,20 @@ def main():
         sys.exit("bench: needs root (BPF)")
     print(f"commtrace bench: {os.uname().nodelen if hasattr(os.uname(), 'nodelen') else ''}"
           f"{os.cpu_count()} CPUs, kernel {os.uname().release}, median of {REPEAT} runs")
-    which = sys.argv[1:] or ["mpi", "pystack", "training", "ops", "torch2", "events",
-                             "pyevents", "memory", "offline", "devprof", "detach", "fleet"]
+    stats = Path("/proc/sys/kernel/bpf_stats_enabled")
+    stats_was = stats.read_text().strip() if stats.exists() else None
+    if stats_was is not None:
+        stats.write_text("1\n")  # BPF programs' run time, per program (bpftool prog show)
+    try:
+        run_benches(sys.argv[1:])
+    finally:
+        if stats_was is not None:
+            stats.write_text(stats_was + "\n")
+
+
+def run_benches(which):
+    which = which or ["mpi", "pystack", "training", "ops", "torch2", "events", "pyevents",
+                      "node", "memory", "offline", "devprof", "detach", "fleet"]
     if "mpi" in which:
         bench_mpi()
     if "pystack" in which:
@@ -640,6 +816,8 @@ def main():
         bench_detach()
     if "fleet" in which:
         bench_fleet()
+    if "node" in which:
+        bench_node()
 
 
 if __name__ == "__main__":
