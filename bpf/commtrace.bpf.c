@@ -18,6 +18,12 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 const volatile __u8 ct_follow = 0;
 /* Probes attached to files for every process (launch mode): keep the traced ones only. */
 const volatile __u8 ct_filter = 0;
+/*
+ * Nothing is traced until user space opens the gate: by pid (-p), once every process named
+ * is attached, so that all of them start at one instant and see the same collectives
+ * (a collective in flight then leaves CT_EV_UNSEEN records for the diagnosis).
+ */
+volatile __u8 ct_gate = 0;
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, CT_MAX_PROBES);
@@ -140,10 +146,11 @@ static __always_inline int emit_dlopen(__u64 pid_tgid, __u32 probe_id)
 }
 
 /*
- * A backward pass (CT_K_BACKWARD_RUN) began or ended on the thread: a bare header, outside
- * the nesting of traced calls, so that the collectives inside stay outermost.
+ * A bare header: a backward pass (CT_K_BACKWARD_RUN) began or ended on the thread, outside
+ * the nesting of traced calls, so that the collectives inside stay outermost; or a return
+ * whose entry came before the gate (CT_EV_UNSEEN).
  */
-static __always_inline int emit_backward(__u64 pid_tgid, __u32 probe_id, __u8 type)
+static __always_inline int emit_bare(__u64 pid_tgid, __u32 probe_id, __u8 type)
 {
 	struct ct_hdr *h = bpf_ringbuf_reserve(&events, sizeof(*h), 0);
 
@@ -219,8 +226,10 @@ int ct_entry(struct pt_regs *ctx)
 		return 0;
 	if (spec->kind == CT_K_DL_STATE)
 		return emit_dlopen(pid_tgid, probe_id);
+	if (!ct_gate)
+		return 0;
 	if (spec->kind == CT_K_BACKWARD_RUN)
-		return emit_backward(pid_tgid, probe_id, CT_EV_BACKWARD);
+		return emit_bare(pid_tgid, probe_id, CT_EV_BACKWARD);
 
 	t = thread_state((__u32)pid_tgid);
 	ev = bpf_map_lookup_elem(&callbuf, &zero);
@@ -299,13 +308,15 @@ int ct_exit(struct pt_regs *ctx)
 	spec = bpf_map_lookup_elem(&probe_specs, &probe_id);
 	if (!spec)
 		return 0;
+	if (!ct_gate)
+		return 0;
 	if (spec->kind == CT_K_BACKWARD_RUN)
-		return emit_backward(pid_tgid, probe_id, CT_EV_BACKWARD_END);
+		return emit_bare(pid_tgid, probe_id, CT_EV_BACKWARD_END);
 	t = bpf_map_lookup_elem(&threads, &tid);
 	if (!t || t->depth == 0) {
-		/* Attached while the call was in flight. */
+		/* Entered before the gate opened: in flight when tracing began. */
 		count_drop(CT_DROP_UNPAIRED);
-		return 0;
+		return emit_bare(pid_tgid, probe_id, CT_EV_UNSEEN);
 	}
 	/* After `ret` the stack pointer is 8 above its value at entry. */
 	depth = pop_stale(t, PT_REGS_SP(ctx) - 16);

@@ -131,6 +131,8 @@ int ct_py_enter(struct pt_regs *ctx)
 	struct ct_op_thread *t;
 	__u8 *verdict, argidx;
 
+	if (!ct_gate)
+		return 0;
 	if (!pp)
 		return 0;
 	t = bpf_map_lookup_elem(&op_threads, &tid);
@@ -206,6 +208,8 @@ int ct_py_exit(struct pt_regs *ctx)
 	struct ct_pyproc_bpf *pp;
 	__u64 code, ret;
 
+	if (!ct_gate)
+		return 0;
 	if (!t || !t->depth)
 		return 0; /* a frame entered before the attach */
 	n = t->n;

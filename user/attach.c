@@ -183,6 +183,8 @@ int ct_bpf_open_load(struct ct_session *s, ring_buffer_sample_fn on_record)
 		fprintf(stderr, "commtrace: loading the BPF programs failed: %s\n", strerror(-err));
 		return err;
 	}
+	/* Launch mode: the command is gated itself, and what it starts is traced from birth. */
+	skel->bss->ct_gate = s->opts->cmd != NULL;
 	fd = bpf_map__fd(skel->maps.probe_specs);
 	for (uint32_t id = 0; id < n; id++) {
 		struct ct_probe_spec spec;
@@ -470,6 +472,12 @@ int ct_bpf_attach_entry(struct ct_session *s, pid_t pid, const char *path, uint6
 	uint64_t cookie = ct_catalog_base(&ct_lib_ldso);
 
 	return attach_prog(s, s->skel->progs.ct_entry, path, &off, &cookie, 1, false, pid, out);
+}
+
+void ct_bpf_open_gate(struct ct_session *s)
+{
+	if (s->skel)
+		s->skel->bss->ct_gate = 1;
 }
 
 int ct_bpf_trace_pid(struct ct_session *s, pid_t pid)

@@ -58,6 +58,11 @@ int ct_bpf_attach_funcs(struct ct_session *s, pid_t pid, const char *path, const
 /* A file-wide entry probe on the dynamic linker's _dl_debug_state at file offset off. */
 int ct_bpf_attach_ldso(struct ct_session *s, const char *path, uint64_t off);
 int ct_bpf_trace_pid(struct ct_session *s, pid_t pid);
+/*
+ * Start tracing: nothing is traced before, so that the processes named by pid, attached one
+ * after the other, all start at this instant (calls in flight then return as CT_EV_UNSEEN).
+ */
+void ct_bpf_open_gate(struct ct_session *s);
 /* A probe on an executable's entry point (file offset off): its startup libraries are
  * mapped then. */
 int ct_bpf_attach_entry(struct ct_session *s, pid_t pid, const char *path, uint64_t off,

@@ -318,6 +318,26 @@ void ct_calls_on_op(struct ct_session *s, const struct ct_op_event *ev)
 		ct_py_on_op(s, p, ev);
 }
 
+/*
+ * A call in flight when tracing began (it entered before the gate) returned. The ranks that
+ * entered that collective after the gate were seen in it: the diagnosis drops their halves,
+ * which would otherwise be matched with this rank's next collective.
+ */
+void ct_calls_on_unseen(struct ct_session *s, const struct ct_hdr *h)
+{
+	const struct ct_libdesc *d;
+	const struct ct_func *fn = ct_catalog_func(h->probe_id, &d);
+	struct ct_proc *p = ct_proc_find(s, h->pid);
+	uint8_t lib;
+
+	if (!fn || !p || !s->diag)
+		return;
+	lib = d->lib;
+	if (lib == CT_LIB_GLOO && ct_proc_has_lib(p, CT_LIB_C10D))
+		lib = CT_LIB_C10D; /* c10d's Gloo execution: the c10d call is the collective */
+	ct_diag_unseen(s->diag, h->pid, lib, h->ts);
+}
+
 void ct_calls_on_backward(struct ct_session *s, const struct ct_hdr *h)
 {
 	struct ct_proc *p = ct_proc_find(s, h->pid);

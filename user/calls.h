@@ -40,5 +40,7 @@ void ct_calls_on_ret(struct ct_session *s, const struct ct_ret_event *ev);
 void ct_calls_on_op(struct ct_session *s, const struct ct_op_event *ev);
 /* A backward pass began (CT_EV_BACKWARD) or ended on a thread. */
 void ct_calls_on_backward(struct ct_session *s, const struct ct_hdr *h);
+/* CT_EV_UNSEEN: a call that entered before tracing began returned. */
+void ct_calls_on_unseen(struct ct_session *s, const struct ct_hdr *h);
 
 #endif

@@ -52,6 +52,9 @@ int ct_events_handle(void *ctx, void *data, size_t len)
 	case CT_EV_BACKWARD_END:
 		ct_calls_on_backward(s, h);
 		break;
+	case CT_EV_UNSEEN:
+		ct_calls_on_unseen(s, h);
+		break;
 	case CT_EV_EXEC:
 	case CT_EV_FORK:
 	case CT_EV_EXIT:

@@ -373,6 +373,7 @@ static int trace(struct ct_session *s)
 				"loaded later are found by polling every 2 s\n");
 		ct_prescan_system_libs(s);
 	}
+	ct_bpf_open_gate(s);
 	nprobes = count_probes(s, libs, sizeof(libs));
 	if (o->cmd)
 		fprintf(stderr,

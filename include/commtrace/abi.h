@@ -175,6 +175,8 @@ enum ct_ev_type {
 	CT_EV_OPEXIT,	    /* --ops: its return */
 	CT_EV_BACKWARD,	    /* a CT_K_BACKWARD_RUN call entered on the thread (a bare ct_hdr) */
 	CT_EV_BACKWARD_END, /* and returned */
+	CT_EV_UNSEEN,	    /* a traced function returned whose entry came before the gate opened
+			     * (a bare ct_hdr): the call was in flight when tracing began */
 };
 
 struct ct_hdr {

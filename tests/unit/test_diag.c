@@ -136,6 +136,37 @@ out:
 	ct_diag_free(d);
 }
 
+/*
+ * Tracing began while rank 1 was inside an all-reduce that rank 0 entered only later: rank
+ * 0's half is seen, rank 1's is not, and its return comes as unseen. Rank 0's half must not
+ * be matched with rank 1's next all-reduce (every later pair would be one apart).
+ */
+TEST(diag_in_flight_at_start)
+{
+	struct ct_diag *d = mk(0, 100);
+	uint64_t t = 1000 * MS;
+	struct ct_diag_call c = call(0, CT_K_ALLREDUCE, "MPI_Allreduce", 0, 2, 16, "MPI_FLOAT", t);
+	const struct ct_diag_drops *dr;
+	int n;
+
+	ct_diag_call(d, &c);
+	ct_diag_unseen(d, 101, CT_LIB_MPI, t + MS); /* rank 1's, entered before the start */
+	ct_diag_ret(d, 100, 100, 0, t + MS);
+	t += 200 * MS; /* the next step; each rank computes 200 ms between all-reduces */
+	for (int i = 0; i < 5; i++)
+		allreduce2(d, &t, 1, 2 * MS, 16, 16, "MPI_FLOAT");
+	ASSERT_EQ(ct_diag_matched(d), 5, "matched");
+	ASSERT_TRUE(only(d, CT_DF_LATE_RANK, &n) == NULL, "no late rank: the pairs line up");
+	ASSERT_EQ(n, 0, "findings");
+	dr = ct_diag_drops(d);
+	ASSERT_EQ(dr->unseen_dropped, 1, "rank 0's half dropped");
+	ASSERT_EQ(dr->unseen_unaligned, 0, "one communicator it could be on");
+	/* a second unseen return (another thread) finds nothing left to drop */
+	ct_diag_unseen(d, 101, CT_LIB_MPI, t);
+	ASSERT_EQ(dr->unseen_dropped, 1, "nothing more");
+	ct_diag_free(d);
+}
+
 TEST(diag_no_findings_when_clean)
 {
 	struct ct_diag *d = mk(1000, 100);

@@ -266,6 +266,86 @@ void ct_diag_ret(struct ct_diag *d, uint32_t pid, uint32_t tid, uint8_t depth, u
 	}
 }
 
+/*
+ * Drops member mi's first and only collective: its record and arrival, its pending
+ * execution, in-flight and last-call slots, and its diag_log entry if it is the last one.
+ */
+static void drop_first(struct ct_diag *d, int32_t mi)
+{
+	struct member *m = d->members[mi];
+	struct comm *c = d->comms[m->comm];
+	struct dproc *p = d->procs[m->proc];
+	struct rec *r = &m->w[0];
+
+	for (int i = 0; i < p->npend; i++) {
+		if (p->pend[i].member != mi || p->pend[i].seq != 1)
+			continue;
+		memmove(&p->pend[i], &p->pend[i + 1], (p->npend - i - 1) * sizeof(p->pend[0]));
+		p->npend--;
+		break;
+	}
+	for (int i = 0; i < CT_DIAG_INFLIGHT; i++) {
+		if (p->fl[i].tid && p->fl[i].member == mi && p->fl[i].seq == 1)
+			p->fl[i].tid = 0;
+		if (p->last[i].tid && p->last[i].member == mi && p->last[i].seq == 1)
+			p->last[i].tid = 0;
+	}
+	if (r->logi >= 0 && (uint32_t)r->logi + 1 == p->nlog) {
+		p->nlog--;
+		d->nlog--;
+	}
+	if (c->arr[0].seq == 1 && c->arr[0].arrived)
+		c->arr[0].arrived--;
+	c->collectives--;
+	memset(r, 0, sizeof(*r));
+	m->issued = 0;
+	m->completed = 0;
+	d->drops.unseen_dropped++;
+}
+
+/* Is m's only collective so far unmatched and entered by ts? */
+static bool first_only(const struct member *m, uint64_t ts)
+{
+	return m->issued == 1 && !m->w[0].matched && m->w[0].ts <= ts;
+}
+
+void ct_diag_unseen(struct ct_diag *d, uint32_t pid, uint8_t lib, uint64_t ts)
+{
+	struct dproc *p;
+	int32_t found = -1;
+	struct comm *c;
+
+	if (!d)
+		return;
+	p = diag_proc_find(d, pid);
+	for (int ci = 0; ci < d->ncomms; ci++) {
+		bool mine = false, some = false;
+
+		c = d->comms[ci];
+		if (c->lib != lib || c->nmembers >= c->size)
+			continue;
+		for (int k = 0; k < c->nmembers; k++) {
+			const struct member *m = d->members[c->members[k]];
+
+			mine |= p && d->procs[m->proc] == p;
+			some |= first_only(m, ts);
+		}
+		if (mine || !some)
+			continue;
+		if (found >= 0) {
+			d->drops.unseen_unaligned++;
+			return;
+		}
+		found = ci;
+	}
+	if (found < 0)
+		return;
+	c = d->comms[found];
+	for (int k = 0; k < c->nmembers; k++)
+		if (first_only(d->members[c->members[k]], ts))
+			drop_first(d, c->members[k]);
+}
+
 uint64_t ct_diag_replay_call(struct ct_diag *d, const struct ct_diag_call *c, int32_t *member)
 {
 	return diag_call(d, c, member);

@@ -127,6 +127,8 @@ struct ct_diag_drops {
 	uint64_t newcomm_evicted;
 	uint64_t log_dropped;	     /* collectives past the diag_log caps (not logged) */
 	uint64_t log_stacks_dropped; /* logged collectives whose stack did not fit the table */
+	uint64_t unseen_dropped;     /* halves of collectives in flight when tracing began */
+	uint64_t unseen_unaligned;   /* such collectives whose communicator was not certain */
 };
 
 struct ct_diag_top {
@@ -173,6 +175,15 @@ void ct_diag_free(struct ct_diag *d);
 void ct_diag_call(struct ct_diag *d, const struct ct_diag_call *c);
 /* A traced call returned at ts (depth: as in the record). */
 void ct_diag_ret(struct ct_diag *d, uint32_t pid, uint32_t tid, uint8_t depth, uint64_t ts);
+/*
+ * Process pid returned at ts from a call on lib whose entry was before tracing began. The
+ * other ranks of that collective that entered it later are seen in it and this rank is
+ * not: on the one communicator of lib that this process has no collective on yet, the
+ * members whose only collective so far entered before ts have it dropped (unseen_dropped),
+ * so that sequence numbers agree again. None or several such communicators: nothing is
+ * dropped (unseen_unaligned).
+ */
+void ct_diag_unseen(struct ct_diag *d, uint32_t pid, uint8_t lib, uint64_t ts);
 /* The process is gone: what it had in flight will never complete. */
 void ct_diag_proc_exit(struct ct_diag *d, uint32_t pid);
 /* Periodic: hang alerts (printed to opts.alerts). Returns the number of new alerts. */

@@ -301,6 +301,8 @@ void ct_diag_json(struct ct_diag *d, cJSON *root)
 	cJSON_AddItemToObject(x, "new_communicators_evicted", num((double)dr->newcomm_evicted));
 	cJSON_AddItemToObject(x, "log_dropped", num((double)dr->log_dropped));
 	cJSON_AddItemToObject(x, "log_stacks_dropped", num((double)dr->log_stacks_dropped));
+	cJSON_AddItemToObject(x, "in_flight_at_start_dropped", num((double)dr->unseen_dropped));
+	cJSON_AddItemToObject(x, "in_flight_at_start_unaligned", num((double)dr->unseen_unaligned));
 	cJSON_AddItemToObject(dg, "drops", x);
 	{
 		const struct ct_diag_opts *o = ct_diag_options(d);
