@@ -282,6 +282,7 @@ static long walk_cb(__u64 i, void *data)
 		st->frames[n].instr = (__u64)(__s64)(__s32)st->frames[n].instr;
 	self = head_u64(head, frame, o->frame_localsplus);
 	st->frames[n].arg1 = head_u64(head, frame, o->frame_localsplus + 8);
+	st->frames[n].arg2 = head_u64(head, frame, o->frame_localsplus + 16);
 	st->nframes = n + 1;
 	/* The code object's bytes, once per frame (a recursion reuses the last): which object
 	 * it is goes with the frame, so that a reused address is never named as the old one. */

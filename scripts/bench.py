@@ -343,26 +343,36 @@ def bench_torch2():
             raise SystemExit(f"bench: torch2 job failed ({r.returncode}):\n{r.stderr[-3000:]}")
         return number(r.stdout, "ns_per_step"), number(r.stdout, "cpu_ns_per_step")
 
-    configs = [("untraced", [], ()), ("CommDebugMode (in-process)", [], ("--debug-mode",)),
-               ("commtrace (stacks)", [TRACER, "-q", "--"], ()),
-               ("commtrace --ops", [TRACER, "-q", "--ops", "--"], ())]
-    runs = {name: [] for name, _, _ in configs}
+    configs = {"untraced": ([], ()), "CommDebugMode (in-process)": ([], ("--debug-mode",)),
+               "commtrace (stacks)": ([TRACER, "-q", "--"], ()),
+               "commtrace --ops": ([TRACER, "-q", "--ops", "--"], ())}
     try:
-        for _ in range(REPEAT):  # alternated, so that a slow spell hits every configuration
-            for name, prefix, args in configs:
-                runs[name].append(job(prefix, *args))
+        runs = bs.alternate(list(configs), ROUNDS,
+                            lambda c: job(configs[c][0], *configs[c][1]))
     finally:
         shutil.rmtree(TORCH2_ROOT / inner.lstrip("/"), ignore_errors=True)
         if mounted:
             subprocess.run(["umount", str(proc)])
-    for i, what in enumerate(("wall", "CPU (rank 0's threads, kernel time included)")):
-        rows = [(name, statistics.median(r[i] for r in runs[name])) for name, _, _ in configs]
-        table(f"PyTorch 2.6 test Transformer, TP over 2 Gloo ranks (CPU): {what} ns per step",
-              rows)
-        base, cdm, ops = rows[0][1], rows[1][1], rows[3][1]
-        print(f"  --ops adds {(ops - base) / max(cdm - base, 1):.2f} of what CommDebugMode "
-              f"adds (goal: at most 0.33); spread of the untraced runs: "
-              f"{(max(r[i] for r in runs['untraced']) / min(r[i] for r in runs['untraced']) - 1) * 100:.0f} %")
+    print(f"\nPyTorch 2.6 test Transformer, TP over 2 Gloo ranks (CPU), {ROUNDS} rounds "
+          f"alternated: rank 0's ns per step, mean [95% CI]")
+    print(f"  {'configuration':<28} {'wall':>34} {'CPU (threads, kernel included)':>34}")
+    for name in configs:
+        print(f"  {name:<28} "
+              + " ".join(f"{bs.fmt(bs.bootstrap(bs.mean, [r[i] for r in runs[name]]), digits=0):>34}"
+                         for i in (0, 1)))
+    for i, what in enumerate(("wall", "CPU")):
+        base = [r[i] for r in runs["untraced"]]
+        cdm = [r[i] for r in runs["CommDebugMode (in-process)"]]
+        dflt = [r[i] for r in runs["commtrace (stacks)"]]
+        ops = [r[i] for r in runs["commtrace --ops"]]
+        d = bs.bootstrap(bs.ratio_of_means, dflt, base)
+        share = bs.bootstrap(lambda o, c, b: bs.diff_of_means(o, b) / bs.diff_of_means(c, b),
+                             ops, cdm, base)
+        print(f"  {what}: commtrace x untraced {bs.fmt(d)} (goal <= 1.01: "
+              f"{bs.within(d, 1.01)}); CommDebugMode x untraced "
+              f"{bs.fmt(bs.bootstrap(bs.ratio_of_means, cdm, base))}; --ops adds "
+              f"{bs.fmt(share, digits=2)} of what CommDebugMode adds (goal <= 0.33: "
+              f"{bs.within(share, 0.33)})")
 
 
 # ---------------------------------------------------------------------------------------
@@ -415,7 +425,7 @@ def bench_events():
     untraced = median(lambda: run([str(PROGS / "event_rate"), str(PROGS / "libhccl.so"),
                                    "--calls", "2000000"], "rate_per_s"))
     print(f"\nEvent path: HcclBarrier (stand-in) flat out, untraced: {untraced:,.0f} calls/s")
-    print("  each call is 2 records (entry 152 B, return 56 B in the ring); "
+    print("  each call is 2 records (entry 240 B, return 56 B in the ring); "
           f"{EVENTS_SECONDS:g} s per run, worst of {REPEAT} runs")
     print(f"  {'ring':>5} {'threads':>7} {'asked/s':>10} {'achieved/s':>11} {'generated':>10} "
           f"{'received':>10} {'dropped':>8} {'ret.lost':>8} {'exact':>5}")

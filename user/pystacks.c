@@ -466,11 +466,35 @@ static void tell_known(struct ct_session *s, struct ct_proc *p, uint64_t code,
 		if (tl && !p->torch_layout && !ct_pys_update_pyproc(s, p, tl))
 			p->torch_layout = tl;
 	}
+	/* and so does a redistribution's, whose specs may be temporaries */
 	if (r && r->role != CT_ROLE_MODULE &&
-	    (r->name_from == CT_NAME_ARG1 || r->name_from == CT_NAME_SELF))
+	    (r->name_from == CT_NAME_ARG1 || r->name_from == CT_NAME_SELF ||
+	     r->role == CT_ROLE_RESHARD))
 		v.flags |= CT_PYC_LIVE;
 	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.pycodes), &k, &v, BPF_ANY))
 		s->py->counts.known_failed++;
+}
+
+/*
+ * A redistribution's placements, before and after, onto the innermost redistribute node of
+ * the path: from the source and target specs of the redistribute_local_tensor running it,
+ * read a few ms after the call (its stacks wake the reader: the target spec is often a
+ * temporary). No such node: an op dispatcher's own redistribution, shown under its op.
+ */
+static void reshard_placements(struct ct_proc *p, const struct ct_pyframe_raw *f,
+			       struct ct_tree_frame *path, int npath)
+{
+	char buf[256];
+
+	for (int i = npath - 1; i >= 0; i--) {
+		if (path[i].type != CT_NODE_REDISTRIBUTE)
+			continue;
+		ct_tensor_placements(p->pid, &p->py.offsets, f->arg1, buf, sizeof(buf));
+		path[i].src = buf[0] ? ct_intern(buf) : NULL;
+		ct_tensor_placements(p->pid, &p->py.offsets, f->arg2, buf, sizeof(buf));
+		path[i].dst = buf[0] ? ct_intern(buf) : NULL;
+		return;
+	}
 }
 
 /* A stack resolved; *autograd: 1 under a known autograd ctx, -1 under an unknown one. */
@@ -488,6 +512,7 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 	bool backward = false, attributed = false, unattributed = false, known;
 	const char *op = NULL;
 	uint64_t helper_arg = 0;
+	const struct ct_pyframe_raw *reshard = NULL;
 
 	memset(out, 0, sizeof(*out));
 	path = out->path;
@@ -556,6 +581,9 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 			attributed = true;
 			break;
 		}
+		case CT_ROLE_RESHARD:
+			reshard = raw; /* the innermost: the one that communicates */
+			break;
 		case CT_ROLE_HELPER:
 			if (!helper) {
 				helper = frame_name(r, f);
@@ -610,6 +638,8 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 			p->params = prm;
 		}
 	}
+	if (reshard)
+		reshard_placements(p, reshard, path, npath);
 	/* Frames that could not be read leave holes: keep the stack dense. */
 	for (int i = 0, j = 0; i < nstack; i++)
 		if (stack[i].qualname)

@@ -152,6 +152,25 @@ static int continued(const struct ct_tree *t, const struct ct_tree_path *op,
 	return went_on ? keep : 0;
 }
 
+/* A node for the path frame f under parent, or -1 (the pool is full). */
+static int32_t frame_node(struct ct_tree *t, int32_t parent, const struct ct_tree_frame *f,
+			  uint8_t phase)
+{
+	int32_t node = new_node(t, parent, f->type, f->name);
+	struct ct_node *n;
+
+	if (node < 0)
+		return -1;
+	n = &t->nodes[node];
+	n->code = f->code;
+	n->self = f->self;
+	n->last_instr = f->instr;
+	n->phase = phase;
+	n->src = f->src;
+	n->dst = f->dst;
+	return node;
+}
+
 /*
  * --ops: the redistribution a collective is in, from its stack, under the innermost node
  * open (a redistribution is entered by Python-to-Python calls, which --ops does not see
@@ -176,13 +195,8 @@ static int32_t redistributions_below(struct ct_tree *t, int32_t parent,
 
 		if (f->type != CT_NODE_REDISTRIBUTE)
 			continue;
-		node = new_node(t, parent, f->type, f->name);
-		if (node < 0)
-			return parent;
-		t->nodes[node].code = f->code;
-		t->nodes[node].self = f->self;
-		t->nodes[node].phase = c->phase;
-		return node; /* the outermost: the stack path keeps one per redistribution */
+		node = frame_node(t, parent, f, c->phase);
+		return node < 0 ? parent : node; /* the outermost: one per redistribution */
 	}
 	return parent;
 }
@@ -209,14 +223,11 @@ static int32_t open_beside(struct ct_tree *t, struct ct_tree_thread *th,
 	side->phase = CT_PHASE_BACKWARD;
 	parent = keep ? side->open[keep - 1] : -1;
 	for (int i = keep; i < npath; i++) {
-		node = new_node(t, parent, path[i].type, path[i].name);
+		node = frame_node(t, parent, &path[i], CT_PHASE_BACKWARD);
 		if (node < 0) {
 			t->dropped++;
 			return -2;
 		}
-		t->nodes[node].code = path[i].code;
-		t->nodes[node].self = path[i].self;
-		t->nodes[node].phase = CT_PHASE_BACKWARD;
 		side->open[side->nopen++] = node;
 		parent = node;
 	}
@@ -260,15 +271,11 @@ int32_t ct_tree_add_call(struct ct_tree *t, const struct ct_tree_call *c)
 	for (i = keep; i < npath; i++) {
 		const struct ct_tree_frame *f = &c->path[i];
 
-		node = new_node(t, parent, f->type, f->name);
+		node = frame_node(t, parent, f, c->phase);
 		if (node < 0) {
 			t->dropped++;
 			return -1;
 		}
-		t->nodes[node].code = f->code;
-		t->nodes[node].self = f->self;
-		t->nodes[node].last_instr = f->instr;
-		t->nodes[node].phase = c->phase;
 		op->open[op->nopen++] = node;
 		parent = node;
 	}

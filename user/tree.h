@@ -47,6 +47,8 @@ struct ct_tree_frame {
 	uint8_t type;	  /* enum ct_node_type (not COLLECTIVE) */
 	const char *name; /* interned display name */
 	uint64_t code, self, instr;
+	/* a redistribution: its placements before and after ("(Partial(sum),)"), or NULL */
+	const char *src, *dst;
 };
 
 #define CT_VALUE_DIMS 6 /* dims of a shape shown (op values, a helper's tensor) */
@@ -120,6 +122,7 @@ struct ct_node {
 	/* op nodes (--ops): what it was called with and returned; NULL when not read */
 	const struct ct_values *inputs, *outputs;
 	const char *dispatcher; /* op nodes: the class whose __torch_dispatch__ ran, or NULL */
+	const char *src, *dst;	/* redistribute nodes: placements before and after, or NULL */
 	uint8_t nstack;
 	struct ct_stack_line stack[CT_TREE_MAX_STACK];
 };

@@ -167,6 +167,7 @@ struct ct_pyframe_raw {
 	__u64 self;  /* localsplus[0]: self of a method, the first argument of a function;
 		      * a cell's content where a closure captured it (3.11+: MAKE_CELL) */
 	__u64 arg1;  /* localsplus[1]: the op of OpDispatcher.dispatch / __torch_function__ */
+	__u64 arg2;  /* localsplus[2]: redistribute_local_tensor's target spec */
 	__u64 ident; /* which code object: co_version (3.12+), else co_name's hash; 0: unknown */
 };
 

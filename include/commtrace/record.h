@@ -27,8 +27,9 @@
 #define CT_REC_MAGIC "CTRECORD"
 #define CT_REC_VERSION                                                                             \
 	5 /* 2: ct_rec_pycall names its op and root class; 3: ct_op_event.func; 4:                 \
-	     ct_call_event.val[CT_V_GROUP]; 5: ct_pystack.helper, 512 frames with their ident */
-#define CT_REC_MAX_EVENT 24576 /* >= sizeof(struct ct_call_event) */
+	     ct_call_event.val[CT_V_GROUP]; 5: ct_pystack.helper, 512 frames with their ident      \
+	     and arg2, ct_rec_pynode.src/dst */
+#define CT_REC_MAX_EVENT 28672 /* >= sizeof(struct ct_call_event) */
 #define CT_REC_MAX_DROPS 16    /* >= CT_DROP_MAX */
 
 struct ct_rec_header {
@@ -93,9 +94,10 @@ struct ct_rec_pycall {
 
 struct ct_rec_pynode {
 	__u64 code, self, instr;
-	__u32 name; /* string: the display name (a module's FQN) */
-	__u8 type;  /* 1 module, 2 op, 3 redistribute */
-	__u8 pad[3];
+	__u32 name;	/* string: the display name (a module's FQN) */
+	__u32 src, dst; /* strings: a redistribution's placements, before and after */
+	__u8 type;	/* 1 module, 2 op, 3 redistribute */
+	__u8 pad[7];
 };
 
 struct ct_rec_pyline {

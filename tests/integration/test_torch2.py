@@ -299,3 +299,36 @@ def test_ops_optimizer_step_after_backward(bpf, torch2_root, reaper, start_trace
                         for op, n in phases.get("backward", {}).items()
                         if op not in TRIVIAL_OPS})
         assert ours == want and sum(want.values()) == 10, (ours, want)
+
+
+def redistributions(node):
+    if node["type"] == "redistribute":
+        yield node
+    for c in node["children"]:
+        yield from redistributions(c)
+
+
+def test_redistribute_placements(bpf, torch2_root, reaper, start_tracer, tmp_path, work):
+    """A redistribution is one node with its placements before and after: seed 000's MLP,
+    where RowwiseParallel fc2 turns its Partial output into a Replicate one."""
+    table = tmp_path / "table.txt"
+    js = traced(reaper, torch2_root, start_tracer, tmp_path, work, "mlp", "--table", table,
+                "--noise-level", "2")
+    for r in (0, 1):
+        proc = next(p for p in js["processes"] if p["rank"] == r)
+        fwd = [x for x in proc["comm_debug"]["records"] if x["phase"] == "forward"]
+        assert len(fwd) == STEPS
+        for root in fwd:
+            fc2 = [c for c in root["children"] if c["module_fqn"] == "fc2"]
+            assert len(fc2) == 1, root
+            nodes = list(redistributions(fc2[0]))
+            assert [(n["name"], n["src_placements"], n["dst_placements"]) for n in nodes] == [
+                ("redistribute", "(Partial(sum),)", "(Replicate(),)")]
+            assert [c["op"] for c in nodes[0]["children"]] == ["c10d_functional.all_reduce"]
+        # the backward's all-reduce goes under fc1 without one: no redistribute runs it
+        bwd = [x for x in proc["comm_debug"]["records"] if x["phase"] == "backward"]
+        assert not [n for root in bwd for n in redistributions(root)]
+    lines = [l for l in table.read_text().splitlines() if "Redistribute(" in l]
+    assert len(lines) == 2 * STEPS
+    assert all(l.split(None, 1)[1] == "Redistribute(redistribute) (Partial(sum),) -> "
+               "(Replicate(),)" for l in lines), lines

@@ -60,8 +60,20 @@ static void pycall(struct rec *r, __u64 ts, __u16 npath, __u32 bad_name)
 	char buf[512];
 	struct ct_rec_pycall h = {
 	    .pid = PID, .tid = PID, .ts = ts, .helper = 0, .npath = npath, .nstack = 1};
-	struct ct_rec_pynode n[2] = {{.code = 1, .self = 10, .instr = 4, .name = 26, .type = 1},
-				     {.code = 2, .self = 20, .instr = 8, .name = 33, .type = 1}};
+	struct ct_rec_pynode n[2] = {{.code = 1,
+				      .self = 10,
+				      .instr = 4,
+				      .name = 26,
+				      .src = CT_REC_NOSTR,
+				      .dst = CT_REC_NOSTR,
+				      .type = 1},
+				     {.code = 2,
+				      .self = 20,
+				      .instr = 8,
+				      .name = 33,
+				      .src = CT_REC_NOSTR,
+				      .dst = CT_REC_NOSTR,
+				      .type = 1}};
 	struct ct_rec_pyline l = {.qualname = 37, .file = 51, .line = 12};
 	size_t at = sizeof(h) + 2 * sizeof(n[0]);
 

@@ -47,6 +47,12 @@ static void emit_tree_node(struct ct_chrome *c, const struct ct_tree *tr, int32_
 		       : n->type == CT_NODE_OP	 ? "op_name"
 						 : "name");
 	ct_sbuf_jstr(&c->b, n->name);
+	if (n->src || n->dst) {
+		ct_sbuf_printf(&c->b, ",\"src_placements\":");
+		ct_sbuf_jstr(&c->b, n->src ? n->src : "?");
+		ct_sbuf_printf(&c->b, ",\"dst_placements\":");
+		ct_sbuf_jstr(&c->b, n->dst ? n->dst : "?");
+	}
 	for (int k = 0; k < 2; k++) {
 		const struct ct_values *vs = k ? n->outputs : n->inputs;
 		char text[CT_VALUES_TEXT_MAX];

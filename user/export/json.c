@@ -30,6 +30,14 @@ static cJSON *u64(uint64_t v)
 	return cJSON_CreateRaw(buf);
 }
 
+static void add_str_or_null(cJSON *o, const char *key, const char *v)
+{
+	if (v)
+		cJSON_AddStringToObject(o, key, v);
+	else
+		cJSON_AddNullToObject(o, key);
+}
+
 static void add_count(cJSON *counts, const char *name, uint64_t n)
 {
 	cJSON *c = cJSON_GetObjectItemCaseSensitive(counts, name);
@@ -156,10 +164,7 @@ static cJSON *record(const struct ct_tree *t, const struct ct_node *n, int depth
 		if (n->ts) { /* --ops */
 			cJSON_AddStringToObject(
 			    o, "phase", n->phase == CT_PHASE_BACKWARD ? "backward" : "forward");
-			if (n->dispatcher)
-				cJSON_AddStringToObject(o, "dispatched_by", n->dispatcher);
-			else
-				cJSON_AddNullToObject(o, "dispatched_by");
+			add_str_or_null(o, "dispatched_by", n->dispatcher);
 			add_values(o, "inputs", n->inputs);
 			add_values(o, "outputs", n->outputs);
 		}
@@ -167,6 +172,9 @@ static cJSON *record(const struct ct_tree *t, const struct ct_node *n, int depth
 	case CT_NODE_REDISTRIBUTE:
 		cJSON_AddStringToObject(o, "type", "redistribute");
 		cJSON_AddStringToObject(o, "name", n->name);
+		/* placements before and after (torch 2.x), null where not read */
+		add_str_or_null(o, "src_placements", n->src);
+		add_str_or_null(o, "dst_placements", n->dst);
 		break;
 	default: {
 		cJSON *st = cJSON_CreateArray();
@@ -191,10 +199,7 @@ static cJSON *record(const struct ct_tree *t, const struct ct_node *n, int depth
 		}
 		cJSON_AddStringToObject(o, "kind", n->kind);
 		cJSON_AddItemToObject(o, "bytes", u64(n->bytes));
-		if (n->dtype)
-			cJSON_AddStringToObject(o, "dtype", n->dtype);
-		else
-			cJSON_AddNullToObject(o, "dtype");
+		add_str_or_null(o, "dtype", n->dtype);
 		cJSON_AddItemToObject(o, "duration_ns", u64(n->duration));
 		cJSON_AddItemToObject(o, "ts_ns", u64(n->ts));
 		cJSON_AddItemToObject(o, "tid", num(n->tid));

@@ -78,7 +78,11 @@ void ct_format_detail(const struct ct_node *n, char *buf, size_t len)
 		break;
 	}
 	case CT_NODE_REDISTRIBUTE:
-		snprintf(buf, len, "Redistribute(%s)", n->name);
+		if (n->src || n->dst)
+			snprintf(buf, len, "Redistribute(%s) %s -> %s", n->name,
+				 n->src ? n->src : "?", n->dst ? n->dst : "?");
+		else
+			snprintf(buf, len, "Redistribute(%s)", n->name);
 		break;
 	default: {
 		char group[32] = "?", dur[32] = "-", shape[128], shapes[300] = "";

@@ -25,6 +25,10 @@ static const char builtin[] =
     "redistribute  *redistribute                    *                                     func\n"
     "redistribute  TensorRedistribution.*           *                                     func\n"
     "redistribute  Redistribute.forward             *                                     func\n"
+    /* torch 2.x: every redistribution, explicit or the op dispatcher's, runs this with
+     * (local_tensor, current_spec, target_spec) */
+    "reshard       redistribute_local_tensor        */torch/distributed/tensor/_redistribute.py "
+    "none\n"
     "helper        *differentiable_*                *                                     func\n"
     /* public (lower-case, module-level) functions only: not _AllReduce.forward */
     "helper        [a-z]*                           */torch/distributed/distributed_c10d.py func\n"
@@ -51,6 +55,7 @@ static const char *const roles[] = {
     [CT_ROLE_BACKWARD] = "backward",
     [CT_ROLE_AUTOGRAD] = "autograd",
     [CT_ROLE_WRAPPER] = "wrapper",
+    [CT_ROLE_RESHARD] = "reshard",
 };
 
 static const char *const names[] = {
@@ -146,7 +151,7 @@ int ct_profiles_parse_line(const char *line, struct ct_rule *r, char *err, size_
 	if (ri <= 0) {
 		snprintf(err, errlen,
 			 "unknown role '%s' (module, op, redistribute, helper, backward, "
-			 "autograd, wrapper)",
+			 "autograd, wrapper, reshard)",
 			 role);
 		return -EINVAL;
 	}

@@ -22,6 +22,8 @@ enum ct_role {
 	CT_ROLE_AUTOGRAD,     /* an autograd Function's backward, entered with its ctx as self */
 	CT_ROLE_WRAPPER,      /* a functools.wraps wrapper (*args, **kwargs): judged by what it
 				 wraps (its function's __wrapped__), whose locals are its args */
+	CT_ROLE_RESHARD,      /* the function a redistribution runs: its second and third
+				 locals are the source and target specs (their placements) */
 };
 
 /* Where a frame's display name comes from. */

@@ -174,6 +174,8 @@ void ct_record_pycall(struct ct_record *r, pid_t pid, const struct ct_tree_call 
 					  .self = t->self,
 					  .instr = t->instr,
 					  .name = put_str(&b, t->name),
+					  .src = put_str(&b, t->src),
+					  .dst = put_str(&b, t->dst),
 					  .type = t->type};
 
 		memcpy(at, &n, sizeof(n));

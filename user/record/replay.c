@@ -113,7 +113,9 @@ static bool parse_pycall(const char *buf, size_t len, const struct ct_call_event
 					   .code = n.code,
 					   .self = n.self,
 					   .instr = n.instr,
-					   .name = get_str(strs, len - head, n.name, &bad)};
+					   .name = get_str(strs, len - head, n.name, &bad),
+					   .src = get_str(strs, len - head, n.src, &bad),
+					   .dst = get_str(strs, len - head, n.dst, &bad)};
 		if (!rp->path[i].name)
 			rp->path[i].name = "?";
 	}
