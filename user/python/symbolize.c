@@ -45,7 +45,7 @@ struct entry {
 	uint64_t type, name_ptr, file_ptr, lt_ptr;
 	uint32_t version;	/* co_version (3.12+), else 0 */
 	uint64_t ident, ident2; /* for BPF (struct ct_pycode_val) */
-	bool ident_ok;		/* 3.10/3.11: both strings' hashes were computed */
+	bool ident_ok;		/* something tells a reuse apart: a version, a name or file ident */
 	int32_t firstlineno;
 	uint32_t lt_len;
 	uint8_t *lt;

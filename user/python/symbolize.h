@@ -4,7 +4,8 @@
  * the raw instruction value of the frame (3.10 f_lasti; 3.11/3.12 prev_instr; 3.13
  * instr_ptr). User space reads co_qualname, co_filename, co_firstlineno and the line
  * table with process_vm_readv only, on a cache miss; a hit costs one small read that
- * re-validates the entry (a freed code object's address can be reused).
+ * re-validates the entry (a freed code object's address can be reused), none for a frame
+ * BPF already checked against the entry at capture (ct_pyframe.known).
  */
 #ifndef CT_PYTHON_SYMBOLIZE_H
 #define CT_PYTHON_SYMBOLIZE_H
