@@ -129,6 +129,7 @@ struct walk {
 	__u64 helper;	 /* the first local of the outermost helper frame seen */
 	__u64 last_code; /* the code object whose bytes were read last, and its ident */
 	__u64 last_ident;
+	__u64 file_checked, file_hash; /* the file name checked last, and its hash */
 	__u32 tgid;
 	bool unknown; /* a frame whose code object is not known as resolved */
 };
@@ -235,9 +236,16 @@ static __always_inline void check_code(struct walk *w, const struct ct_pycode_va
 		if (span_u64(buf, lo, name) != v->name ||
 		    span_u64(buf, lo, o->code_filename) != v->filename ||
 		    span_u64(buf, lo, o->code_linetable) != v->linetable ||
-		    (__s32)first != v->firstlineno || (v->ident && ident != v->ident) ||
-		    (v->ident2 && rd64(v->filename + o->unicode_hash) != v->ident2))
+		    (__s32)first != v->firstlineno || (v->ident && ident != v->ident))
 			return;
+		/* 3.10/3.11: the file's hash, once per file name on this stack (alive: the code
+		 * objects that hold it are on it) */
+		if (v->ident2 && (v->filename != w->file_checked || v->ident2 != w->file_hash)) {
+			if (rd64(v->filename + o->unicode_hash) != v->ident2)
+				return;
+			w->file_checked = v->filename;
+			w->file_hash = v->ident2;
+		}
 	}
 	/* A helper's tensor is described here; without torch's layout in BPF, by user space. */
 	if ((v->flags & CT_PYC_HELPER) && !pp->vals.ti_dtype)

@@ -754,8 +754,9 @@ static int symbolize_hdr(struct ct_pysym_cache *c, pid_t pid, const struct ct_py
 	return 0;
 }
 
-int ct_py_symbolize(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
-		    uint64_t code, uint64_t instr, struct ct_pyframe *out)
+/* ct_py_symbolize() of a frame BPF sent: ident, which object the frame ran (0: unknown). */
+static int symbolize_one(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
+			 uint64_t code, uint64_t instr, uint64_t ident, struct ct_pyframe *out)
 {
 	struct code_hdr h;
 	int err;
@@ -771,7 +772,13 @@ int ct_py_symbolize(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offs
 		c->st.errors++;
 		return err;
 	}
-	return symbolize_hdr(c, pid, o, code, instr, 0, &h, out);
+	return symbolize_hdr(c, pid, o, code, instr, ident, &h, out);
+}
+
+int ct_py_symbolize(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
+		    uint64_t code, uint64_t instr, struct ct_pyframe *out)
+{
+	return symbolize_one(c, pid, o, code, instr, 0, out);
 }
 
 void ct_py_symbolize_many(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
@@ -787,7 +794,7 @@ void ct_py_symbolize_many(struct ct_pysym_cache *c, pid_t pid, const struct ct_p
 	if (n > CT_PY_MAX_FRAMES)
 		n = CT_PY_MAX_FRAMES;
 	/* One process_vm_readv for the heads of every frame's code object not checked. */
-	for (int i = 0; i < n && len <= PY_CODE_HDR_MAX; i++) {
+	for (int i = 0; i < n; i++) {
 		int32_t hit = checked && raw[i].code ? lookup(c, pid, raw[i].code) : -1;
 
 		if (hit >= 0) {
@@ -798,7 +805,7 @@ void ct_py_symbolize_many(struct ct_pysym_cache *c, pid_t pid, const struct ct_p
 		}
 		c->st.checked_misses += checked;
 		rc[i] = 1; /* to do below */
-		if (!raw[i].code)
+		if (!raw[i].code || len > PY_CODE_HDR_MAX)
 			continue;
 		local[k] = (struct iovec){.iov_base = buf[k], .iov_len = len};
 		remote[k] =
@@ -824,11 +831,6 @@ void ct_py_symbolize_many(struct ct_pysym_cache *c, pid_t pid, const struct ct_p
 		}
 		if (j < k && idx[j] == i)
 			j++;
-		memset(&out[i], 0, sizeof(out[i]));
-		out[i].line = -1;
-		rc[i] = raw[i].code && !read_code_hdr(pid, o, raw[i].code, &h)
-			    ? symbolize_hdr(c, pid, o, raw[i].code, raw[i].instr, raw[i].ident, &h,
-					    &out[i])
-			    : ct_py_symbolize(c, pid, o, raw[i].code, raw[i].instr, &out[i]);
+		rc[i] = symbolize_one(c, pid, o, raw[i].code, raw[i].instr, raw[i].ident, &out[i]);
 	}
 }
