@@ -120,6 +120,17 @@ static __always_inline void describe_val(const struct ct_pyproc_bpf *pp, __u64 o
 	v->impl = 1;
 }
 
+/* The first item of the tuple at args (a function's *args), or 0. */
+static __always_inline __u64 args_first(const struct ct_pyproc_bpf *pp, __u64 args)
+{
+	__u64 type = args ? rd64(args + pp->off.object_type) : 0;
+
+	if (!type || !(rd64(type + pp->vals.type_flags) & pp->vals.tuple_flag) ||
+	    (__s64)rd64(args + pp->vals.var_size) < 1)
+		return 0;
+	return rd64(args + pp->vals.tuple_items);
+}
+
 struct walk {
 	const struct ct_pyproc_bpf *pp;
 	const struct ct_py_offsets *o;
@@ -127,6 +138,7 @@ struct walk {
 	__u64 frame;
 	__u64 cell_type;
 	__u64 helper;	 /* the first local of the outermost helper frame seen */
+	__u64 opcall;	 /* the first argument of the innermost torch op called from Python */
 	__u64 last_code; /* the code object whose bytes were read last, and its ident */
 	__u64 last_ident;
 	__u64 file_checked, file_hash; /* the file name checked last, and its hash */
@@ -248,7 +260,7 @@ static __always_inline void check_code(struct walk *w, const struct ct_pycode_va
 		}
 	}
 	/* A helper's tensor is described here; without torch's layout in BPF, by user space. */
-	if ((v->flags & CT_PYC_HELPER) && !pp->vals.ti_dtype)
+	if ((v->flags & (CT_PYC_HELPER | CT_PYC_OPCALL)) && !pp->vals.ti_dtype)
 		return;
 	w->unknown = false;
 }
@@ -314,6 +326,8 @@ static long walk_cb(__u64 i, void *data)
 	st->frames[n].self = self;
 	if (known && (kv->flags & CT_PYC_HELPER))
 		w->helper = self;
+	if (known && (kv->flags & CT_PYC_OPCALL) && !w->opcall)
+		w->opcall = args_first(w->pp, st->frames[n].arg1);
 	return 0;
 }
 
@@ -365,6 +379,8 @@ static __always_inline void walk_python(__u32 tgid, __u32 tid, struct ct_pystack
 	if (w.unknown || !st->nframes)
 		return;
 	st->flags |= CT_PYS_KNOWN;
+	if (!w.helper)
+		w.helper = w.opcall; /* torch.compile's code: the op it called */
 	if (w.helper) {
 		__builtin_memset(&st->helper, 0, sizeof(st->helper));
 		describe_val(pp, w.helper, &st->helper);

@@ -241,6 +241,11 @@ void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_eve
 						in ? in->name : NULL, c.self, c.arg1);
 			node = ct_tree_enter_beside(&p->tree, ev->hdr.tid, th->bwd.f, th->bwd.n,
 						    type, name, c.code, c.self, ev->hdr.ts);
+		} else if (type == CT_NODE_MODULE && top && top == mod &&
+			   ct_pys_compiled_inner(st, p, mod->self, c.self)) {
+			if (p->root_module == mod->self)
+				p->root_module = c.self;
+			ct_tree_rebind_open(&p->tree, ev->hdr.tid, c.self);
 		} else if (!(top && top->type == type && type == CT_NODE_MODULE &&
 			     top->self == c.self)) {
 			/* One node per module call (_wrapped_call_impl then _call_impl), as for

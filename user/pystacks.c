@@ -198,6 +198,18 @@ static const struct ct_torch_layout *tensor_layout(struct ct_proc *p)
 
 /* Seed 000's input_shape: of the helper's tensor argument, read now (it is alive: the
  * collective that uses it is running or just ran). */
+/* The first item of a tuple (a function's *args), or 0. */
+static uint64_t first_arg(struct ct_proc *p, uint64_t args)
+{
+	const struct ct_py_objoffsets *oo = ct_py_objoffsets_for(p->py.major, p->py.minor);
+	uint64_t item = 0;
+	size_t n = 0;
+
+	if (ct_py_tuple_items(p->pid, oo, &p->py.offsets, args, &item, 1, &n) || !n)
+		return 0;
+	return item;
+}
+
 static void helper_shape(struct ct_proc *p, uint64_t arg, struct ct_tree_call *c)
 {
 	int64_t shape[CT_PARAM_DIMS_MAX];
@@ -410,9 +422,36 @@ static const char *module_label(struct ct_pystate *st, struct ct_proc *p, uint64
 
 uint8_t ct_pys_node_type(const struct ct_rule *r)
 {
-	return r->role == CT_ROLE_MODULE ? CT_NODE_MODULE
-	       : r->role == CT_ROLE_OP	 ? CT_NODE_OP
-					 : CT_NODE_REDISTRIBUTE;
+	return r->role == CT_ROLE_MODULE  ? CT_NODE_MODULE
+	       : r->role == CT_ROLE_OP	  ? CT_NODE_OP
+	       : r->role == CT_ROLE_GRAPH ? CT_NODE_GRAPH
+					  : CT_NODE_REDISTRIBUTE;
+}
+
+bool ct_pys_compiled_inner(struct ct_pystate *st, struct ct_proc *p, uint64_t wrapper,
+			   uint64_t self)
+{
+	return wrapper && wrapper != self &&
+	       !strcmp(ct_pys_object_label(st, p, wrapper, false), "OptimizedModule") &&
+	       !strcmp(module_label(st, p, wrapper, self), "_orig_mod");
+}
+
+/*
+ * A compiled graph's name: the file of the code it runs (Inductor's output code, its next
+ * inner frame), without directory and suffix, as Inductor's logs name it.
+ */
+static const char *graph_name(const struct ct_pyframe *inner, int rc)
+{
+	char buf[256];
+	const char *base, *dot;
+
+	if (rc || !inner->filename[0])
+		return ct_intern("?");
+	base = strrchr(inner->filename, '/');
+	base = base ? base + 1 : inner->filename;
+	dot = strrchr(base, '.');
+	snprintf(buf, sizeof(buf), "%.*s", dot ? (int)(dot - base) : (int)strlen(base), base);
+	return ct_intern(buf);
 }
 
 /* A module's FQN from the root: "layers.3.mlp" under "layers.3". */
@@ -460,8 +499,9 @@ static void tell_known(struct ct_session *s, struct ct_proc *p, uint64_t code,
 		return;
 	if (r)
 		v.flags |= CT_PYC_SELF;
-	if (r && r->role == CT_ROLE_HELPER) {
+	if (r && r->role == CT_ROLE_HELPER)
 		v.flags |= CT_PYC_HELPER;
+	if (r && (r->role == CT_ROLE_HELPER || r->role == CT_ROLE_OPCALL)) {
 		tl = tensor_layout(p);
 		if (tl && !p->torch_layout && !ct_pys_update_pyproc(s, p, tl))
 			p->torch_layout = tl;
@@ -471,6 +511,9 @@ static void tell_known(struct ct_session *s, struct ct_proc *p, uint64_t code,
 	    (r->name_from == CT_NAME_ARG1 || r->name_from == CT_NAME_SELF ||
 	     r->role == CT_ROLE_RESHARD))
 		v.flags |= CT_PYC_LIVE;
+	/* but an op called from Python lives as long as the process (its packet keeps it) */
+	if (r && r->role == CT_ROLE_OPCALL)
+		v.flags = (v.flags & ~CT_PYC_LIVE) | CT_PYC_OPCALL;
 	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.pycodes), &k, &v, BPF_ANY))
 		s->py->counts.known_failed++;
 }
@@ -511,7 +554,7 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 	int npath = 0, nstack = 0, n = ev->py.nframes;
 	bool backward = false, attributed = false, unattributed = false, known;
 	const char *op = NULL;
-	uint64_t helper_arg = 0;
+	uint64_t helper_arg = 0, opcall_args = 0;
 	const struct ct_pyframe_raw *reshard = NULL;
 
 	memset(out, 0, sizeof(*out));
@@ -584,6 +627,18 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 		case CT_ROLE_RESHARD:
 			reshard = raw; /* the innermost: the one that communicates */
 			break;
+		case CT_ROLE_OPCALL: {
+			/* torch.compile's generated code calls a functional collective's op */
+			const char *h, *fo = ct_profiles_funcol_op(
+					   ct_pys_object_label(st, p, raw->self, true), &h);
+
+			if (fo) {
+				op = fo;
+				helper = helper ? helper : ct_intern(h);
+				opcall_args = raw->arg1;
+			}
+			break;
+		}
 		case CT_ROLE_HELPER:
 			if (!helper) {
 				helper = frame_name(r, f);
@@ -593,10 +648,24 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 			break;
 		case CT_ROLE_MODULE:
 		case CT_ROLE_OP:
-		case CT_ROLE_REDISTRIBUTE: {
+		case CT_ROLE_REDISTRIBUTE:
+		case CT_ROLE_GRAPH: {
 			struct ct_tree_frame *t = &path[npath];
 			uint8_t type = ct_pys_node_type(r);
 			uint64_t self = raw->self;
+
+			if (type == CT_NODE_MODULE && npath &&
+			    path[npath - 1].type == CT_NODE_MODULE &&
+			    path[npath - 1].self == parent_module &&
+			    ct_pys_compiled_inner(st, p, parent_module, self)) {
+				path[npath - 1].self = self;
+				if (p->root_module == parent_module) {
+					p->root_module = self;
+					p->root_class = ct_pys_object_label(st, p, self, false);
+				}
+				parent_module = self;
+				break;
+			}
 
 			/* A module's forward may run its own _call_impl twice (hooks), or
 			 * _wrapped_call_impl then _call_impl (torch 2.x): one node. So is one
@@ -612,8 +681,15 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 			t->code = raw->code;
 			t->self = self;
 			t->instr = raw->instr;
-			t->name = ct_pys_node_name(st, p, r, f, type, parent_module, parent_fqn,
-						   self, raw->arg1);
+			if (type == CT_NODE_GRAPH) {
+				/* one node per run: its code's instruction tells the runs apart */
+				t->instr = i ? ev->py.frames[i - 1].instr : 0;
+				t->name = graph_name(i ? &st->frames_buf[i - 1] : NULL,
+						     i ? st->frames_rc[i - 1] : -1);
+			} else {
+				t->name = ct_pys_node_name(st, p, r, f, type, parent_module,
+							   parent_fqn, self, raw->arg1);
+			}
 			if (type == CT_NODE_MODULE) {
 				parent_fqn = t->name;
 				if (!parent_module)
@@ -648,7 +724,11 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 	out->attributed = attributed;
 	c->helper = helper;
 	c->op = op;
-	if (ev->py.flags & CT_PYS_HELPER)
+	if (!helper_arg && opcall_args) /* torch.compile's code: the op's tensor argument */
+		helper_arg = first_arg(p, opcall_args);
+	if (!helper)
+		c->in_ndim = -1;
+	else if (ev->py.flags & CT_PYS_HELPER)
 		c->in_ndim = (int8_t)ct_opval_shape(&ev->py.helper, c->in_shape);
 	else
 		helper_shape(p, helper_arg, c);

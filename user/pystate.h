@@ -92,6 +92,12 @@ uint8_t ct_pys_node_type(const struct ct_rule *r);
 const char *ct_pys_node_name(struct ct_pystate *st, struct ct_proc *p, const struct ct_rule *r,
 			     const struct ct_pyframe *f, uint8_t type, uint64_t parent_module,
 			     const char *parent_fqn, uint64_t self, uint64_t arg1);
+/*
+ * torch.compile: whether module self is the `_orig_mod` that OptimizedModule wrapper runs.
+ * The two are one module, named as the compiled one: the wrapper's node takes self.
+ */
+bool ct_pys_compiled_inner(struct ct_pystate *st, struct ct_proc *p, uint64_t wrapper,
+			   uint64_t self);
 /* A class's or callable's name (callable), or an object's type name; cached, interned. */
 const char *ct_pys_object_label(struct ct_pystate *st, struct ct_proc *p, uint64_t obj,
 				bool callable);

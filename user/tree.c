@@ -172,15 +172,16 @@ static int32_t frame_node(struct ct_tree *t, int32_t parent, const struct ct_tre
 }
 
 /*
- * --ops: the redistribution a collective is in, from its stack, under the innermost node
- * open (a redistribution is entered by Python-to-Python calls, which --ops does not see
- * on 3.11+). One node for the frames of its stack past that node's frame; the parent for
- * the collective.
+ * --ops: the redistribution and compiled graph a collective is in, from its stack, under
+ * the innermost node open (neither is entered by a call --ops sees on 3.11+: a
+ * redistribution is entered by Python-to-Python calls, a graph's code is generated). One
+ * node for the redistribution's frames past that node's frame, one per graph; the parent
+ * for the collective.
  */
-static int32_t redistributions_below(struct ct_tree *t, int32_t parent,
-				     const struct ct_tree_call *c)
+static int32_t stack_nodes_below(struct ct_tree *t, int32_t parent, const struct ct_tree_call *c)
 {
 	int from = 0, npath = c->npath < CT_TREE_MAX_DEPTH - 1 ? c->npath : CT_TREE_MAX_DEPTH - 1;
+	bool redistributed = false;
 
 	for (int j = npath - 1; parent >= 0 && j >= 0; j--)
 		if (same_frame(&t->nodes[parent], &c->path[j])) {
@@ -193,10 +194,21 @@ static int32_t redistributions_below(struct ct_tree *t, int32_t parent,
 		const struct ct_tree_frame *f = &c->path[i];
 		int32_t node;
 
-		if (f->type != CT_NODE_REDISTRIBUTE)
+		if (f->type == CT_NODE_REDISTRIBUTE ? redistributed : f->type != CT_NODE_GRAPH)
 			continue;
+		redistributed |= f->type == CT_NODE_REDISTRIBUTE; /* its outermost frame */
+		node = parent >= 0 ? t->nodes[parent].last_child : t->last_root;
+		if (f->type == CT_NODE_GRAPH && node >= 0 && same_frame(&t->nodes[node], f) &&
+		    f->instr > t->nodes[node].last_instr) {
+			/* the same run of the graph, gone on to a later collective */
+			t->nodes[node].last_instr = f->instr;
+			parent = node;
+			continue;
+		}
 		node = frame_node(t, parent, f, c->phase);
-		return node < 0 ? parent : node; /* the outermost: one per redistribution */
+		if (node < 0)
+			break;
+		parent = node;
 	}
 	return parent;
 }
@@ -247,7 +259,7 @@ int32_t ct_tree_add_call(struct ct_tree *t, const struct ct_tree_call *c)
 		t->root_class = c->root_class;
 	if (c->under_open) { /* --ops: the open path is known from entries and exits */
 		parent = op->nopen ? op->open[op->nopen - 1] : -1;
-		parent = redistributions_below(t, parent, c);
+		parent = stack_nodes_below(t, parent, c);
 		goto collective;
 	}
 	if (c->beside) { /* --ops: a backward collective, at its forward's modules */
@@ -455,6 +467,14 @@ void ct_tree_exit(struct ct_tree *t, uint32_t tid, int32_t node, uint64_t ts)
 	}
 	if (ts > t->nodes[node].ts)
 		t->nodes[node].duration = ts - t->nodes[node].ts;
+}
+
+void ct_tree_rebind_open(struct ct_tree *t, uint32_t tid, uint64_t self)
+{
+	struct ct_tree_thread *th = thread_of(t, tid);
+
+	if (th->path.nopen)
+		t->nodes[th->path.open[th->path.nopen - 1]].self = self;
 }
 
 const struct ct_node *ct_tree_open_node(struct ct_tree *t, uint32_t tid, uint8_t type)

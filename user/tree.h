@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The call tree of one process, seed 000's `records`: module → op →
- * redistribute → collective, rebuilt from the Python stacks taken at each
- * collective. Bounded: a node pool with a cap and a dropped count, a depth cap.
+ * redistribute → collective (→ compiled graph → collective, under torch.compile), rebuilt from the
+ * Python stacks taken at each collective. Bounded: a node pool with a cap and a dropped count, a
+ * depth cap.
  *
  * Invocations are told apart without entry/exit events: a node on a thread's
  * open path is reused by the next call if the same frame (same code, same self)
@@ -29,6 +30,7 @@ enum ct_node_type {
 	CT_NODE_OP,
 	CT_NODE_REDISTRIBUTE,
 	CT_NODE_COLLECTIVE,
+	CT_NODE_GRAPH, /* a compiled graph run (torch.compile) */
 };
 
 enum ct_phase {
@@ -194,6 +196,11 @@ void ct_values_format(const struct ct_values *vs, char *buf, size_t len);
 void ct_tree_set_dispatcher(struct ct_tree *t, int32_t node, const char *cls);
 /* Attach an op's inputs (or outputs) to its node; interned, so shared across calls. */
 void ct_tree_set_values(struct ct_tree *t, int32_t node, bool outputs, const struct ct_values *v);
+/*
+ * The innermost node open on thread tid stands for self from now on: torch.compile's
+ * `_orig_mod`, one module with the OptimizedModule whose node is open.
+ */
+void ct_tree_rebind_open(struct ct_tree *t, uint32_t tid, uint64_t self);
 /* The innermost node open on thread tid of that type (0: any type), or NULL. */
 const struct ct_node *ct_tree_open_node(struct ct_tree *t, uint32_t tid, uint8_t type);
 

@@ -127,6 +127,9 @@ struct ct_pycode_key {
 #define CT_PYC_HELPER (1u << 0) /* a collective helper: its first local's tensor is described */
 #define CT_PYC_LIVE   (1u << 1) /* naming it reads an object that varies by call: never known */
 #define CT_PYC_SELF   (1u << 2) /* its first local is used (a module, op, helper, ctx...) */
+/* a torch op called from Python (OpOverload.__call__): without a helper on the stack, the
+ * innermost one's first argument (its second local, the args tuple) is the tensor described */
+#define CT_PYC_OPCALL (1u << 3)
 
 struct ct_pycode_val {
 	__u64 name;	 /* co_qualname (3.11+) or co_name */

@@ -26,9 +26,9 @@
 
 #define CT_REC_MAGIC "CTRECORD"
 #define CT_REC_VERSION                                                                             \
-	5 /* 2: ct_rec_pycall names its op and root class; 3: ct_op_event.func; 4:                 \
+	6 /* 2: ct_rec_pycall names its op and root class; 3: ct_op_event.func; 4:                 \
 	     ct_call_event.val[CT_V_GROUP]; 5: ct_pystack.helper, 512 frames with their ident      \
-	     and arg2, ct_rec_pynode.src/dst */
+	     and arg2, ct_rec_pynode.src/dst; 6: a ct_rec_pynode may be a compiled graph */
 #define CT_REC_MAX_EVENT 28672 /* >= sizeof(struct ct_call_event) */
 #define CT_REC_MAX_DROPS 16    /* >= CT_DROP_MAX */
 
@@ -96,7 +96,7 @@ struct ct_rec_pynode {
 	__u64 code, self, instr;
 	__u32 name;	/* string: the display name (a module's FQN) */
 	__u32 src, dst; /* strings: a redistribution's placements, before and after */
-	__u8 type;	/* 1 module, 2 op, 3 redistribute */
+	__u8 type;	/* 1 module, 2 op, 3 redistribute, 5 compiled graph */
 	__u8 pad[7];
 };
 

@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import free_port, load_trace_json, read_pid, touch, wait_files
+from conftest import free_port, load_trace_json, read_pid, run_tracer, touch, wait_files
 
 MODELS = ["mlp", "mlp_list", "transformer", "transformer_sp"]
 STEPS = 2
@@ -332,3 +332,82 @@ def test_redistribute_placements(bpf, torch2_root, reaper, start_tracer, tmp_pat
     assert len(lines) == 2 * STEPS
     assert all(l.split(None, 1)[1] == "Redistribute(redistribute) (Partial(sum),) -> "
                "(Replicate(),)" for l in lines), lines
+
+
+def compiled_view(counts, model_class):
+    """CommDebugMode's counts of a compiled model, as seen by the module compiled: Dynamo
+    skips every frame under CommDebugMode's dispatch mode, so it counted the eager model,
+    inside `OptimizedModule._orig_mod`; a compiled graph has no module inside."""
+    view = {}
+    for fqn, phases in counts.items():
+        if "_orig_mod" in fqn.split("."):
+            continue
+        view[model_class if fqn == "OptimizedModule" else fqn] = phases
+    return view
+
+
+def graphs(node):
+    if node["type"] == "graph":
+        yield node
+    for c in node["children"]:
+        yield from graphs(c)
+
+
+@pytest.mark.parametrize("model,compiled,root_class", [("mlp", "model", "MLP"),
+                                                       ("mlp_list", "blocks", "MLPList")])
+def test_compiled_collectives(bpf, torch2_root, reaper, start_tracer, tmp_path, work, model,
+                              compiled, root_class):
+    """torch.compile (Inductor, CPU): a compiled graph's collectives are counted, named as
+    functional collectives, under the module compiled (not `_orig_mod`) and its graph, one
+    for the forward and one for the backward, named after the file of the code they ran."""
+    ref = oracle(reaper, torch2_root, work, model, "--compile", compiled)
+    table, rec = tmp_path / "table.txt", tmp_path / "run.ctr"
+    js = traced(reaper, torch2_root, start_tracer, tmp_path, work, model, "--table", table,
+                "--noise-level", "2", "--record", rec, extra=("--compile", compiled))
+    assert js["dropped_events"] == 0
+    assert js["autograd"]["backward_unattributed"] == 0, js["autograd"]
+    per_step = 2 if model == "mlp_list" else 1  # all-reduces a phase: one a block
+    compiled_fqns = [""] if compiled == "model" else ["blocks.0", "blocks.1"]
+    for r in (0, 1):
+        proc = next(p for p in js["processes"] if p["rank"] == r)
+        cd = proc["comm_debug"]
+        got = flat(cd["comm_module_counts"])
+        assert got == flat(compiled_view(ref[r]["comm_module_counts"], root_class)), got
+        assert got[("Global", "forward", "c10d_functional.all_reduce")] == per_step * STEPS
+        assert cd["comm_debug_counts"] == ref[r]["comm_counts"]
+        roots = cd["records"]
+        assert [x["phase"] for x in roots] == ["forward", "backward"] * STEPS
+        names = {}
+        for root in roots:
+            assert root["module_fqn"] == "(root)"
+            holders = [root] if compiled == "model" else root["children"]
+            assert [h["module_fqn"] for h in holders] == \
+                (["(root)"] if compiled == "model" else
+                 compiled_fqns[::1 if root["phase"] == "forward" else -1])
+            for h in holders:
+                gs = [c for c in h["children"] if c["type"] == "graph"]
+                assert len(gs) == 1 and gs[0]["phase"] == root["phase"], h
+                colls = gs[0]["children"]
+                assert [(c["collective_type"], c["op"], c["bytes"], c["phase"])
+                        for c in colls] == [("all_reduce", "c10d_functional.all_reduce", 256,
+                                             root["phase"])], gs[0]
+                names.setdefault(root["phase"], set()).add(gs[0]["name"])
+        # the shape from the op's tensor, once BPF knows the stack (from the second step)
+        last = [c for root in roots[-2:] for g in graphs(root) for c in g["children"]]
+        assert last and all(c.get("input_shape") == [4, 16] for c in last), last
+        # one graph a phase (each block runs the same code), its code on disk as named
+        assert len(names["forward"]) == len(names["backward"]) == 1, names
+        assert names["forward"] != names["backward"]
+        for name in names["forward"] | names["backward"]:
+            files = list(torch2_root.host("/tmp").glob(f"torchinductor_*/*/{name}.py"))
+            assert len(files) == 1, name
+            assert "torch.ops._c10d_functional.all_reduce_.default(" in files[0].read_text()
+        # no module is named after torch.compile's wrapper
+        assert not [k for k in got if "_orig_mod" in k[0] or "OptimizedModule" in k[0]]
+    text = table.read_text()
+    assert "_orig_mod" not in text
+    assert re.search(r"^  +Graph +Graph\(\w+\) \[forward\]$", text, re.M), text
+    # a recording keeps the graphs: its replay prints the same table
+    r = run_tracer(["replay", rec, "--table", tmp_path / "replay.txt", "--noise-level", "2"])
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "replay.txt").read_text() == text

@@ -245,3 +245,86 @@ TEST(tree_values_format)
 	vs.total = 1;
 	ASSERT_TRUE(ct_intern_blob(&vs, sizeof(vs)) == ct_intern_blob(&vs, sizeof(vs)), "shared");
 }
+
+/* torch.compile: Inductor's code calls functional collectives as ops; its graph is a node. */
+TEST(profiles_compiled_graph)
+{
+	const char *torch = "/usr/lib/python3/dist-packages/torch";
+	const struct ct_rule *r;
+	struct ct_profiles p;
+	const char *helper = NULL;
+	char file[256];
+
+	ASSERT_STREQ(ct_profiles_funcol_op("_c10d_functional.all_reduce_.default", &helper),
+		     "c10d_functional.all_reduce", "the in-place form, as the op it computes");
+	ASSERT_STREQ(helper, "all_reduce", "named as the functional collective");
+	ASSERT_STREQ(ct_profiles_funcol_op("_c10d_functional.all_gather_into_tensor", &helper),
+		     "c10d_functional.all_gather_into_tensor", "a packet (no overload)");
+	ASSERT_STREQ(helper, "all_gather_into_tensor", "its name");
+	ASSERT_STREQ(
+	    ct_profiles_funcol_op("_c10d_functional_autograd.all_to_all_single.default", &helper),
+	    "c10d_functional.all_to_all_single", "the autograd variant");
+	ASSERT_TRUE(!ct_profiles_funcol_op("_c10d_functional.wait_tensor.default", &helper),
+		    "waiting is not a collective");
+	ASSERT_TRUE(!ct_profiles_funcol_op("aten.addmm.default", &helper), "an aten op");
+	ASSERT_TRUE(!ct_profiles_funcol_op("_c10d_functional.all_reduce_x.default", &helper),
+		    "only whole names");
+	ASSERT_TRUE(!ct_profiles_funcol_op(NULL, &helper), "no name");
+	ct_profiles_init(&p);
+	snprintf(file, sizeof(file), "%s/_ops.py", torch);
+	r = ct_profiles_match(&p, "OpOverload.__call__", file);
+	if (ASSERT_NOT_NULL(r, "an op called from Python"))
+		ASSERT_TRUE(r->role == CT_ROLE_OPCALL && r->name_from == CT_NAME_SELF, "by self");
+	snprintf(file, sizeof(file), "%s/_inductor/output_code.py", torch);
+	r = ct_profiles_match(&p, "CompiledFxGraph.__call__", file);
+	if (ASSERT_NOT_NULL(r, "2.6's compiled graph"))
+		ASSERT_EQ(r->role, CT_ROLE_GRAPH, "a graph");
+	snprintf(file, sizeof(file), "%s/_inductor/codecache.py", torch);
+	ASSERT_NOT_NULL(ct_profiles_match(&p, "CompiledFxGraph.__call__", file), "before 2.6");
+	ASSERT_STREQ(ct_role_name(CT_ROLE_GRAPH), "graph", "its name");
+}
+
+/* One graph node per run of the graph: its code's instruction tells runs apart. */
+TEST(tree_graph_runs)
+{
+	struct ct_tree t;
+	struct ct_tree_frame path[2] = {
+	    {.type = CT_NODE_MODULE, .name = "(root)", .code = 1, .self = 10, .instr = 100},
+	    {.type = CT_NODE_GRAPH, .name = "cmr7", .code = 2, .self = 20, .instr = 500},
+	};
+	struct ct_tree_call c = {.tid = 7,
+				 .function = "f",
+				 .kind = "all_reduce",
+				 .path = path,
+				 .npath = 2,
+				 .in_ndim = -1,
+				 .group_size = 2};
+	int32_t a, b, d, e, f;
+
+	if (!ASSERT_OK(ct_tree_init(&t), "init"))
+		return;
+	a = ct_tree_add_call(&t, &c);
+	path[1].instr = 540; /* the same run, a later collective */
+	b = ct_tree_add_call(&t, &c);
+	path[1].instr = 500; /* the next run (the next forward) */
+	d = ct_tree_add_call(&t, &c);
+	if (ASSERT_TRUE(a >= 0 && b >= 0 && d >= 0, "made")) {
+		ASSERT_EQ(t.nodes[a].parent, t.nodes[b].parent, "one run, one graph node");
+		ASSERT_EQ(t.nodes[t.nodes[a].parent].type, CT_NODE_GRAPH, "under the graph");
+		ASSERT_TRUE(t.nodes[d].parent != t.nodes[a].parent, "a second run");
+	}
+	/* --ops: under the module open, the graph from the stack, reused within a run */
+	c.under_open = true;
+	ct_tree_enter(&t, 8, CT_NODE_MODULE, "(root)", 1, 10, 1000);
+	c.tid = 8;
+	path[1].instr = 500;
+	e = ct_tree_add_call(&t, &c);
+	path[1].instr = 540;
+	f = ct_tree_add_call(&t, &c);
+	if (ASSERT_TRUE(e >= 0 && f >= 0, "made")) {
+		ASSERT_EQ(t.nodes[e].parent, t.nodes[f].parent, "one graph node in one run");
+		ASSERT_STREQ(t.nodes[t.nodes[e].parent].name, "cmr7", "named");
+		ASSERT_EQ(t.nodes[t.nodes[t.nodes[e].parent].parent].ts, 1000, "under the module");
+	}
+	ct_tree_free(&t);
+}

@@ -14,6 +14,9 @@ Models (--model):
   transformer     PyTorch's own test Transformer (torch.testing._internal...common_dtensor)
                   through Transformer.parallelize, without sequence parallelism
   transformer_sp  the same with sequence parallelism
+--compile model|blocks: torch.compile the model, or each block of mlp_list (Inductor on CPU,
+which needs g++ in the root). Under CommDebugMode (a TorchDispatchMode) Dynamo skips every
+frame, so --debug-mode counts the eager model, as CommDebugMode always does.
 On CPU the Transformer runs with local_output_for_attn=True: 2.6's CPU SDPA kernels have no
 DTensor sharding strategy.
 
@@ -122,6 +125,9 @@ def main():
     ap.add_argument("--print-table", action="store_true",
                     help="with --debug-mode: rank 0 prints CommDebugMode's tracing table "
                          "(noise level 2) of the last step")
+    ap.add_argument("--compile", choices=["model", "blocks"],
+                    help="torch.compile the model (or, mlp_list, each of its blocks); the "
+                         "first step, which compiles, runs before --wait-file")
     ap.add_argument("--wait-file")
     ap.add_argument("--expect")
     ap.add_argument("--linger", type=float, default=0)
@@ -139,6 +145,13 @@ def main():
     torch.manual_seed(0)
     model, make_input = build(a.model, mesh)
     opt = torch.optim.SGD(model.parameters(), lr=0.01) if a.optimizer else None
+    if a.compile == "model":
+        model = torch.compile(model)
+    elif a.compile == "blocks":
+        for i, block in enumerate(model.blocks):
+            model.blocks[i] = torch.compile(block)
+    if a.compile:
+        step(model, make_input, opt)
     if a.wait_file:
         with open(f"{a.wait_file}.pid.{rank}", "w") as f:
             f.write(f"{os.getpid()}\n")

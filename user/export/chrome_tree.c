@@ -18,6 +18,8 @@ static const char *node_label(uint8_t type)
 		return "module";
 	case CT_NODE_OP:
 		return "op";
+	case CT_NODE_GRAPH:
+		return "graph";
 	default:
 		return "redistribute";
 	}
@@ -31,9 +33,10 @@ static void emit_tree_node(struct ct_chrome *c, const struct ct_tree *tr, int32_
 	char name[512];
 
 	snprintf(name, sizeof(name), "%s(%s)",
-		 n->type == CT_NODE_MODULE ? "Module"
-		 : n->type == CT_NODE_OP   ? "Op"
-					   : "Redistribute",
+		 n->type == CT_NODE_MODULE  ? "Module"
+		 : n->type == CT_NODE_OP    ? "Op"
+		 : n->type == CT_NODE_GRAPH ? "Graph"
+					    : "Redistribute",
 		 n->name ? n->name : "?");
 	ct_sbuf_reset(&c->b);
 	ct_sbuf_printf(&c->b, "{\"ph\":\"X\",\"cat\":\"%s\",\"name\":", type);

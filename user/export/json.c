@@ -169,6 +169,12 @@ static cJSON *record(const struct ct_tree *t, const struct ct_node *n, int depth
 			add_values(o, "outputs", n->outputs);
 		}
 		break;
+	case CT_NODE_GRAPH: /* torch.compile: named after the file of its generated code */
+		cJSON_AddStringToObject(o, "type", "graph");
+		cJSON_AddStringToObject(o, "name", n->name);
+		cJSON_AddStringToObject(o, "phase",
+					n->phase == CT_PHASE_BACKWARD ? "backward" : "forward");
+		break;
 	case CT_NODE_REDISTRIBUTE:
 		cJSON_AddStringToObject(o, "type", "redistribute");
 		cJSON_AddStringToObject(o, "name", n->name);

@@ -2,7 +2,7 @@
 /*
  * Seed 000's tracing table, line for line: a "Type" column indented two spaces
  * per depth and padded to 21 characters, then the detail. Noise level 0 shows
- * collectives, 1 adds ops and redistributions, 2 adds module boundaries. Never
+ * collectives, 1 adds ops, redistributions and compiled graphs, 2 adds module boundaries. Never
  * any ANSI escape. What the in-process tools cannot show (bytes, dtype,
  * duration, phase, the library call) follows their fields.
  */
@@ -21,6 +21,7 @@ static bool visible(const struct ct_node *n, int noise)
 		return true;
 	case CT_NODE_OP:
 	case CT_NODE_REDISTRIBUTE:
+	case CT_NODE_GRAPH:
 		return noise >= 1;
 	case CT_NODE_MODULE:
 		return noise >= 2;
@@ -51,6 +52,8 @@ static const char *type_word(uint8_t type)
 		return "Op";
 	case CT_NODE_REDISTRIBUTE:
 		return "Redistribute";
+	case CT_NODE_GRAPH:
+		return "Graph";
 	default:
 		return "Collective";
 	}
@@ -77,6 +80,10 @@ void ct_format_detail(const struct ct_node *n, char *buf, size_t len)
 		snprintf(buf, len, "Op(%s)%s%s", n->name, in, out);
 		break;
 	}
+	case CT_NODE_GRAPH:
+		snprintf(buf, len, "Graph(%s) [%s]", n->name,
+			 n->phase == CT_PHASE_BACKWARD ? "backward" : "forward");
+		break;
 	case CT_NODE_REDISTRIBUTE:
 		if (n->src || n->dst)
 			snprintf(buf, len, "Redistribute(%s) %s -> %s", n->name,

@@ -44,7 +44,12 @@ static const char builtin[] =
     "autograd      BackwardCFunction.apply          */torch/autograd/function.py          none\n"
     /* torch 2.x wraps DTensor.__torch_dispatch__ (and more) in torch._disable_dynamo: C
      * enters this wrapper, the function it wraps runs inlined (3.11+) */
-    "wrapper       _disable_dynamo.<locals>.inner   */torch/_compile.py                   none\n";
+    "wrapper       _disable_dynamo.<locals>.inner   */torch/_compile.py                   none\n"
+    /* torch.compile: generated code calls its collectives as ops, not through an API */
+    "opcall        OpOverload.__call__              */torch/_ops.py                       self\n"
+    "opcall        OpOverloadPacket.__call__        */torch/_ops.py                       self\n"
+    /* Inductor's compiled graph (output_code.py in 2.6, codecache.py before) */
+    "graph         CompiledFxGraph.__call__         */torch/_inductor/*.py                none\n";
 
 static const char *const roles[] = {
     [CT_ROLE_NONE] = "none",
@@ -56,6 +61,8 @@ static const char *const roles[] = {
     [CT_ROLE_AUTOGRAD] = "autograd",
     [CT_ROLE_WRAPPER] = "wrapper",
     [CT_ROLE_RESHARD] = "reshard",
+    [CT_ROLE_OPCALL] = "opcall",
+    [CT_ROLE_GRAPH] = "graph",
 };
 
 static const char *const names[] = {
@@ -110,6 +117,45 @@ const char *ct_profiles_op_name(const char *func, const char *file)
 	return NULL;
 }
 
+/* The functional collectives (torch.ops._c10d_functional), by their op's name. */
+static const struct {
+	const char *name, *op;
+} funcols[] = {
+    {"all_reduce", "c10d_functional.all_reduce"},
+    {"all_reduce_coalesced", "c10d_functional.all_reduce_coalesced"},
+    {"all_gather_into_tensor", "c10d_functional.all_gather_into_tensor"},
+    {"all_gather_into_tensor_coalesced", "c10d_functional.all_gather_into_tensor_coalesced"},
+    {"reduce_scatter_tensor", "c10d_functional.reduce_scatter_tensor"},
+    {"reduce_scatter_tensor_coalesced", "c10d_functional.reduce_scatter_tensor_coalesced"},
+    {"all_to_all_single", "c10d_functional.all_to_all_single"},
+    {"broadcast", "c10d_functional.broadcast"},
+};
+
+const char *ct_profiles_funcol_op(const char *op_label, const char **helper)
+{
+	static const char *const spaces[] = {"_c10d_functional.", "c10d_functional.",
+					     "_c10d_functional_autograd."};
+	const char *name = NULL, *end;
+	size_t len;
+
+	for (size_t i = 0; op_label && !name && i < sizeof(spaces) / sizeof(spaces[0]); i++)
+		if (!strncmp(op_label, spaces[i], strlen(spaces[i])))
+			name = op_label + strlen(spaces[i]);
+	if (!name)
+		return NULL;
+	end = strchr(name, '.');
+	len = end ? (size_t)(end - name) : strlen(name);
+	if (len && name[len - 1] == '_')
+		len--; /* all_reduce_: Inductor's in-place form of all_reduce */
+	for (size_t i = 0; i < sizeof(funcols) / sizeof(funcols[0]); i++) {
+		if (strlen(funcols[i].name) == len && !strncmp(name, funcols[i].name, len)) {
+			*helper = funcols[i].name;
+			return funcols[i].op;
+		}
+	}
+	return NULL;
+}
+
 const char *ct_role_name(uint8_t role)
 {
 	return role < sizeof(roles) / sizeof(roles[0]) ? roles[role] : "?";
@@ -151,7 +197,7 @@ int ct_profiles_parse_line(const char *line, struct ct_rule *r, char *err, size_
 	if (ri <= 0) {
 		snprintf(err, errlen,
 			 "unknown role '%s' (module, op, redistribute, helper, backward, "
-			 "autograd, wrapper, reshard)",
+			 "autograd, wrapper, reshard, opcall, graph)",
 			 role);
 		return -EINVAL;
 	}

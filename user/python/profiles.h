@@ -24,6 +24,10 @@ enum ct_role {
 				 wraps (its function's __wrapped__), whose locals are its args */
 	CT_ROLE_RESHARD,      /* the function a redistribution runs: its second and third
 				 locals are the source and target specs (their placements) */
+	CT_ROLE_OPCALL,	      /* a torch op called from Python (OpOverload.__call__): self is
+				 the op; a functional collective names the collective */
+	CT_ROLE_GRAPH,	      /* a compiled graph run (torch.compile): named after the file of
+				 the code it runs, its next inner frame */
 };
 
 /* Where a frame's display name comes from. */
@@ -67,5 +71,12 @@ const char *ct_role_name(uint8_t role);
  * names it ("c10d_functional.all_reduce", "c10d.allreduce_"), or NULL.
  */
 const char *ct_profiles_op_name(const char *func, const char *file);
+/*
+ * A torch op called from Python, by its name as str() gives it
+ * ("_c10d_functional.all_reduce_.default"): when it is a functional collective, the op as
+ * CommDebugMode names it ("c10d_functional.all_reduce", an in-place variant as the op it
+ * computes) and, in *helper, the collective's name ("all_reduce"); else NULL.
+ */
+const char *ct_profiles_funcol_op(const char *op_label, const char **helper);
 
 #endif

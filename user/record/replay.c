@@ -106,7 +106,8 @@ static bool parse_pycall(const char *buf, size_t len, const struct ct_call_event
 		struct ct_rec_pynode n;
 
 		memcpy(&n, buf + sizeof(h) + i * sizeof(n), sizeof(n));
-		if (n.type < CT_NODE_MODULE || n.type > CT_NODE_REDISTRIBUTE)
+		if (n.type < CT_NODE_MODULE || n.type > CT_NODE_GRAPH ||
+		    n.type == CT_NODE_COLLECTIVE)
 			return false;
 		rp->path[i] =
 		    (struct ct_tree_frame){.type = n.type,
