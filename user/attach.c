@@ -153,7 +153,8 @@ int ct_bpf_open_load(struct ct_session *s, ring_buffer_sample_fn on_record)
 	}
 	s->skel = skel;
 	skel->rodata->ct_follow = s->opts->cmd != NULL;
-	skel->rodata->ct_filter = s->opts->cmd != NULL;
+	/* file-wide probes (launch mode, files the processes share) keep the traced only */
+	skel->rodata->ct_filter = s->opts->cmd != NULL || s->n_shared;
 	/* an eighth of the buffer: at least 7/8 stays free for the 100 ms until the next poll */
 	skel->rodata->ct_wakeup_bytes = ((__u64)s->opts->ringbuf_mb << 20) / 8;
 	err = bpf_map__set_max_entries(skel->maps.events, s->opts->ringbuf_mb << 20);

@@ -71,6 +71,13 @@ struct ct_session {
 	int n_procs;
 	struct ct_file *files[CT_MAX_FILES];
 	int n_files;
+	/* By pid: the library files (their maps' device and inode) that enough of the
+	 * processes map to be probed once for every process (ct_procs_find_shared) */
+	struct {
+		unsigned int major, minor;
+		uint64_t ino;
+	} shared[CT_MAX_FILES];
+	int n_shared;
 	struct ct_links ldso_links; /* file-wide _dl_debug_state probes */
 	struct {
 		dev_t dev;

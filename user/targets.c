@@ -400,12 +400,87 @@ static int attach_entry(struct ct_session *s, struct ct_proc *p)
 	return rc ? rc : ct_bpf_attach_entry(s, p->pid, exe, off, &p->links);
 }
 
+struct shared_scan {
+	struct {
+		unsigned int major, minor;
+		uint64_t ino;
+		int procs;
+		pid_t last;
+	} f[CT_MAX_FILES];
+	int n;
+	pid_t pid;
+};
+
+static bool same_file(unsigned int major, unsigned int minor, uint64_t ino, const struct ct_map *m)
+{
+	return major == m->dev_major && minor == m->dev_minor && ino == m->inode;
+}
+
+static int shared_collect(const struct ct_map *m, void *ctx)
+{
+	struct shared_scan *sc = ctx;
+	const struct ct_libdesc *d;
+
+	if (!strchr(m->perms, 'x') || m->path[0] != '/' || !m->inode)
+		return 0;
+	d = ct_catalog_match_file(m->path);
+	if (!d || d == &ct_lib_ldso)
+		return 0;
+	for (int i = 0; i < sc->n; i++) {
+		if (same_file(sc->f[i].major, sc->f[i].minor, sc->f[i].ino, m)) {
+			sc->f[i].procs += sc->f[i].last != sc->pid;
+			sc->f[i].last = sc->pid;
+			return 0;
+		}
+	}
+	if (sc->n < CT_MAX_FILES)
+		sc->f[sc->n++] =
+		    (typeof(sc->f[0])){m->dev_major, m->dev_minor, m->inode, 1, sc->pid};
+	return 0;
+}
+
+int ct_procs_find_shared(struct ct_session *s, const pid_t *pids, int n)
+{
+	const char *env = getenv("COMMTRACE_FILE_WIDE");
+	int min = env && *env ? atoi(env) : CT_WIDE_MIN;
+	struct shared_scan *sc;
+
+	s->n_shared = 0;
+	if (min <= 0 || n < min)
+		return 0;
+	sc = calloc(1, sizeof(*sc));
+	if (!sc)
+		return 0; /* per process, as without */
+	for (int i = 0; i < n; i++) {
+		sc->pid = pids[i];
+		ct_maps_foreach(pids[i], shared_collect, sc);
+	}
+	for (int i = 0; i < sc->n; i++) {
+		if (sc->f[i].procs < min)
+			continue;
+		s->shared[s->n_shared].major = sc->f[i].major;
+		s->shared[s->n_shared].minor = sc->f[i].minor;
+		s->shared[s->n_shared++].ino = sc->f[i].ino;
+	}
+	free(sc);
+	return s->n_shared;
+}
+
+static bool shared_file(const struct ct_session *s, const struct ct_map *m)
+{
+	for (int i = 0; i < s->n_shared; i++)
+		if (same_file(s->shared[i].major, s->shared[i].minor, s->shared[i].ino, m))
+			return true;
+	return false;
+}
+
 /* path: how the tracer opens the file of m (ct_map_open_path). */
 static int attach_lib(struct ct_session *s, struct ct_proc *p, const struct scan *sc,
 		      const struct ct_map *m, struct ct_file *f, const char *path)
 {
 	const struct ct_libdesc *d = f->desc;
 	struct ct_libinst *li;
+	bool wide;
 	int n;
 
 	if (p->n_libs == CT_MAX_LIBINST) {
@@ -434,15 +509,18 @@ static int attach_lib(struct ct_session *s, struct ct_proc *p, const struct scan
 	/*
 	 * Launch mode attaches to the file once, for every process that maps it now
 	 * or later (BPF keeps only the traced ones): a rank that maps a library its
-	 * launcher already mapped is covered from its first instruction.
+	 * launcher already mapped is covered from its first instruction. By pid, so
+	 * does a file that many of the processes share (ct_procs_find_shared).
 	 */
-	if (s->opts->cmd && f->wide)
+	wide = s->opts->cmd || (shared_file(s, m) && !f->per_pid);
+	if (wide && f->wide)
 		return 0;
-	n = attach_file(s, s->opts->cmd ? NULL : p, f, path);
+	n = attach_file(s, wide ? NULL : p, f, path);
 	if (n < 0)
 		return n; /* the process is gone */
 	li->n_probes = n;
-	f->wide = s->opts->cmd != NULL;
+	f->wide = wide;
+	f->per_pid |= !wide;
 	ct_info("commtrace: pid %d: %d probes on %s (%s)\n", p->pid, n, m->path, d->name);
 	return n;
 }

@@ -38,9 +38,11 @@ struct ct_file {
 	struct ct_sym_found *ops;    /* desc->n_op_objects */
 	int n_found;
 	uint64_t base_vaddr; /* ct_elf_base_vaddr() */
-	/* Launch mode: probes on the file for every process, filtered in BPF by the traced set. */
+	/* Launch mode, or a file shared by the processes named: probes on the file for every
+	 * process, filtered in BPF by the traced set. */
 	struct ct_links links;
 	bool wide;
+	bool per_pid; /* probed for one process: never made file-wide (it would be twice) */
 };
 
 /*
@@ -141,6 +143,15 @@ int ct_attach_ldso(struct ct_session *s, const char *path);
  * functions attached.
  */
 int ct_prescan_system_libs(struct ct_session *s);
+/*
+ * By pid, before attaching: the library files that at least CT_WIDE_MIN of the processes
+ * map (COMMTRACE_FILE_WIDE=N sets it; 0: none) go into s->shared. Each is probed once for
+ * every process, the traced ones kept in BPF, so that a call runs one uprobe consumer, not
+ * one per traced process. Other processes that map such a file then take the breakpoint
+ * on its probed functions (and are dropped in BPF). The number of files.
+ */
+#define CT_WIDE_MIN 4
+int ct_procs_find_shared(struct ct_session *s, const pid_t *pids, int n);
 struct ct_file *ct_file_get(struct ct_session *s, const char *path, const struct ct_libdesc *d,
 			    char *err, size_t errlen);
 /* Rank and world size from the environment (RANK, OMPI_COMM_WORLD_RANK, …), or -1. */

@@ -313,6 +313,10 @@ static int trace(struct ct_session *s)
 		fprintf(stderr, "commtrace-bpf: cannot use BPF: %s\n", why);
 		return CT_EXIT_NOPRIV;
 	}
+	if (!o->cmd && ct_procs_find_shared(s, o->pids, o->n_pids))
+		ct_info("commtrace: %d library file%s shared by the processes: probed once "
+			"for all of them, filtered in BPF\n",
+			s->n_shared, s->n_shared == 1 ? "" : "s");
 	err = ct_bpf_open_load(s, ct_events_handle);
 	if (err)
 		return err == -EPERM || err == -EACCES ? CT_EXIT_NOPRIV : CT_EXIT_FAIL;

@@ -7,6 +7,7 @@ a matter of machine speed. Nothing here is timed: the event rate itself is measu
 `scripts/bench.py events`.
 """
 import json
+import os
 import re
 import signal
 import time
@@ -140,3 +141,36 @@ def test_record_replay_same_report(bpf, progs, reaper, start_tracer, tmp_path):
     r = run_tracer(["replay", bad, "--json", tmp_path / "bad.json"])
     assert r.returncode == 2 and "another function catalog" in r.stderr
     assert not (tmp_path / "bad.json").exists()
+
+
+@pytest.mark.parametrize("wide", [True, False])
+def test_shared_file_probed_once(bpf, progs, reaper, start_tracer, tmp_path, wide):
+    """By pid, a library file that 4 or more of the processes map is probed once for every
+    process, the traced ones kept in BPF: each traced process's calls are counted exactly,
+    an untraced process calling the same file at the same time is not, and it runs on
+    unchanged after the tracer has gone. COMMTRACE_FILE_WIDE=0 keeps one set of links per
+    process, with the same counts."""
+    n, calls = 4, 3000
+    gos = [tmp_path / f"go{i}" for i in range(n + 1)]
+    procs = [reaper.popen([progs / "event_rate", progs / "libhccl.so", "--calls", calls,
+                           "--wait-file", go], stdout=open(f"{go}.out", "w")) for go in gos]
+    wait_files([f"{go}.pid" for go in gos], procs=procs)
+    pids = [read_pid(f"{go}.pid") for go in gos]
+    out = tmp_path / "t.json"
+    env = None if wide else dict(os.environ, COMMTRACE_FILE_WIDE="0")
+    tracer = start_tracer(["-v", "-p", ",".join(map(str, pids[:n])), "--json", out], env=env)
+    tracer.wait_attached()
+    for go in gos:
+        touch(go)
+    for p in procs:
+        assert wait_proc(p, 120, "event_rate") == 0
+    assert tracer.wait() == 0, tracer.describe()
+    said = [l for l in tracer.stderr_lines() if "shared by the processes" in l]
+    assert len(said) == (1 if wide else 0), said
+    js = load_trace_json(out)
+    got = {p["pid"]: sum(c["calls"] for c in p["collectives"]) for p in js["processes"]}
+    want = {pid: parse_counts(open(f"{go}.out").read())["traced_calls"]
+            for pid, go in zip(pids[:n], gos)}
+    assert got == want and all(v >= calls for v in want.values()), (got, want)
+    assert js["dropped_events"] == 0
+    assert parse_counts(open(f"{gos[n]}.out").read())["issued_calls"] == calls
