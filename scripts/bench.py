@@ -116,24 +116,32 @@ def table(title, rows, base_key="untraced"):
 
 
 def bench_mpi():
+    """MPI_Allreduce on 2 ranks, ns per call as the program times it, every configuration
+    alternated over the rounds: the mean [95 % CI] and what tracing adds to it."""
     probe = (f"uprobe:{LIBMPI}:MPI_Allreduce {{ @s[tid] = nsecs; }} "
              f"uretprobe:{LIBMPI}:MPI_Allreduce /@s[tid]/ "
              f"{{ @lat = hist(nsecs - @s[tid]); delete(@s[tid]); }}")
+    multi0 = dict(os.environ, COMMTRACE_UPROBE_MULTI="0")
     for size, calls in ((8, 200000), (1 << 20, 4000)):
         cmd = MPIRUN + [str(PROGS / "mpi_bench"), str(calls), str(size)]
-        rows = [
-            ("untraced", median(lambda: run(cmd, "ns_per_call"))),
-            ("commtrace", median(lambda: run(traced(cmd), "ns_per_call"))),
-            ("commtrace --no-stacks",
-             median(lambda: run(traced(["--no-stacks", *cmd]), "ns_per_call"))),
-            ("commtrace, perf-event links",
-             median(lambda: run(traced(cmd), "ns_per_call",
-                                env=dict(os.environ, COMMTRACE_UPROBE_MULTI="0")))),
-        ]
+        configs = {
+            "untraced": lambda: run(cmd, "ns_per_call"),
+            "commtrace": lambda: run(traced(cmd), "ns_per_call"),
+            "commtrace --no-stacks": lambda: run(traced(["--no-stacks", *cmd]), "ns_per_call"),
+            "commtrace, perf-event links": lambda: run(traced(cmd), "ns_per_call", env=multi0),
+        }
         if shutil.which("bpftrace"):
-            rows.append(("bpftrace (same probes)",
-                         median(lambda: with_bpftrace(probe, cmd, "ns_per_call"))))
-        table(f"MPI_Allreduce {size} B, 2 ranks: ns per call", rows)
+            configs["bpftrace (same probes)"] = lambda: with_bpftrace(probe, cmd, "ns_per_call")
+        res = bs.alternate(list(configs), ROUNDS, lambda k: configs[k]())
+        print(f"\nMPI_Allreduce {size} B, 2 ranks: ns per call (timed in the program), "
+              f"{ROUNDS} rounds alternated [95% CI]")
+        for k in configs:
+            line = f"  {k:<30} {bs.fmt(bs.bootstrap(bs.mean, res[k]), digits=0):>28}"
+            if k != "untraced":
+                added = bs.bootstrap(bs.diff_of_means, res[k], res["untraced"])
+                ratio = bs.bootstrap(bs.ratio_of_means, res[k], res["untraced"])
+                line += f"   added {bs.fmt(added, ' ns', 0)}, {bs.fmt(ratio, 'x', 3)}"
+            print(line)
 
 
 def cleanup(procs, tmp):
@@ -345,7 +353,9 @@ def bench_torch2():
 
     configs = {"untraced": ([], ()), "CommDebugMode (in-process)": ([], ("--debug-mode",)),
                "commtrace (stacks)": ([TRACER, "-q", "--"], ()),
-               "commtrace --ops": ([TRACER, "-q", "--ops", "--"], ())}
+               "commtrace --ops": ([TRACER, "-q", "--ops", "--"], ()),
+               "--ops, no uprobe sessions": (["env", "COMMTRACE_UPROBE_SESSION=0", TRACER, "-q",
+                                              "--ops", "--"], ())}
     try:
         runs = bs.alternate(list(configs), ROUNDS,
                             lambda c: job(configs[c][0], *configs[c][1]))
@@ -365,14 +375,19 @@ def bench_torch2():
         cdm = [r[i] for r in runs["CommDebugMode (in-process)"]]
         dflt = [r[i] for r in runs["commtrace (stacks)"]]
         ops = [r[i] for r in runs["commtrace --ops"]]
+        pair = [r[i] for r in runs["--ops, no uprobe sessions"]]
         d = bs.bootstrap(bs.ratio_of_means, dflt, base)
-        share = bs.bootstrap(lambda o, c, b: bs.diff_of_means(o, b) / bs.diff_of_means(c, b),
-                             ops, cdm, base)
+
+        def share_of(o):
+            return bs.bootstrap(
+                lambda o, c, b: bs.diff_of_means(o, b) / bs.diff_of_means(c, b), o, cdm, base)
+        share = share_of(ops)
         print(f"  {what}: commtrace x untraced {bs.fmt(d)} (goal <= 1.01: "
               f"{bs.within(d, 1.01)}); CommDebugMode x untraced "
               f"{bs.fmt(bs.bootstrap(bs.ratio_of_means, cdm, base))}; --ops adds "
               f"{bs.fmt(share, digits=2)} of what CommDebugMode adds (goal <= 0.33: "
-              f"{bs.within(share, 0.33)})")
+              f"{bs.within(share, 0.33)}; without uprobe sessions "
+              f"{bs.fmt(share_of(pair), digits=2)})")
 
 
 # ---------------------------------------------------------------------------------------
