@@ -353,9 +353,7 @@ def bench_torch2():
 
     configs = {"untraced": ([], ()), "CommDebugMode (in-process)": ([], ("--debug-mode",)),
                "commtrace (stacks)": ([TRACER, "-q", "--"], ()),
-               "commtrace --ops": ([TRACER, "-q", "--ops", "--"], ()),
-               "--ops, no uprobe sessions": (["env", "COMMTRACE_UPROBE_SESSION=0", TRACER, "-q",
-                                              "--ops", "--"], ())}
+               "commtrace --ops": ([TRACER, "-q", "--ops", "--"], ())}
     try:
         runs = bs.alternate(list(configs), ROUNDS,
                             lambda c: job(configs[c][0], *configs[c][1]))
@@ -375,19 +373,14 @@ def bench_torch2():
         cdm = [r[i] for r in runs["CommDebugMode (in-process)"]]
         dflt = [r[i] for r in runs["commtrace (stacks)"]]
         ops = [r[i] for r in runs["commtrace --ops"]]
-        pair = [r[i] for r in runs["--ops, no uprobe sessions"]]
         d = bs.bootstrap(bs.ratio_of_means, dflt, base)
-
-        def share_of(o):
-            return bs.bootstrap(
-                lambda o, c, b: bs.diff_of_means(o, b) / bs.diff_of_means(c, b), o, cdm, base)
-        share = share_of(ops)
+        share = bs.bootstrap(lambda o, c, b: bs.diff_of_means(o, b) / bs.diff_of_means(c, b),
+                             ops, cdm, base)
         print(f"  {what}: commtrace x untraced {bs.fmt(d)} (goal <= 1.01: "
               f"{bs.within(d, 1.01)}); CommDebugMode x untraced "
               f"{bs.fmt(bs.bootstrap(bs.ratio_of_means, cdm, base))}; --ops adds "
               f"{bs.fmt(share, digits=2)} of what CommDebugMode adds (goal <= 0.33: "
-              f"{bs.within(share, 0.33)}; without uprobe sessions "
-              f"{bs.fmt(share_of(pair), digits=2)})")
+              f"{bs.within(share, 0.33)})")
 
 
 # ---------------------------------------------------------------------------------------
