@@ -312,7 +312,8 @@ collective:
 	n->ts = c->ts;
 	n->bytes = c->bytes;
 	n->nstack = c->nstack < CT_TREE_MAX_STACK ? c->nstack : CT_TREE_MAX_STACK;
-	memcpy(n->stack, c->stack, n->nstack * sizeof(n->stack[0]));
+	if (n->nstack) /* a call without a stack may have none to point at */
+		memcpy(n->stack, c->stack, n->nstack * sizeof(n->stack[0]));
 	return node;
 }
 
