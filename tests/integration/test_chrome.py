@@ -355,8 +355,10 @@ def test_chrome_fuse_torch_profiler(bpf, torch_available, reaper, start_tracer, 
     assert len(fused["traceEvents"]) == len(doc["traceEvents"]) + sum(map(len, profs)) + sum(
         len({e["tid"] for e in p}) for p in profs)  # + one thread_name per profiler thread
     ours = [e for e in fused["traceEvents"] if e.get("cat") == "comm"]
-    assert Counter(json.dumps(e, sort_keys=True) for e in ours) == Counter(
-        json.dumps(e, sort_keys=True) for e in doc["traceEvents"] if e.get("cat") == "comm")
+    got = Counter(json.dumps(e, sort_keys=True) for e in ours)
+    want = Counter(json.dumps(e, sort_keys=True) for e in doc["traceEvents"]
+                   if e.get("cat") == "comm")
+    assert got == want, f"fused only: {list(got - want)}\ninput only: {list(want - got)}"
     inputs = fused["metadata"]["fuse"]["inputs"]
     assert [i["kind"] for i in inputs] == ["commtrace", "legacy-autograd", "legacy-autograd"]
     assert [i["alignment"] for i in inputs[1:]] == ["--anchor", "--anchor"]
