@@ -103,21 +103,6 @@ static __always_inline int emit_op_vals(const struct ct_pyproc_bpf *pp, __u8 typ
 	return 0;
 }
 
-/* Is the object at obj a tuple (or a subclass)? */
-static __always_inline bool is_tuple(const struct ct_pyproc_bpf *pp, __u64 obj)
-{
-	__u64 type = obj ? rd64(obj + pp->off.object_type) : 0;
-
-	return type && (rd64(type + pp->vals.type_flags) & pp->vals.tuple_flag);
-}
-
-/* Item i of the tuple at tuple (n items), or 0. */
-static __always_inline __u64 tuple_item(const struct ct_pyproc_bpf *pp, __u64 tuple, __u64 n,
-					__u32 i)
-{
-	return i < n ? rd64(tuple + pp->vals.tuple_items + 8 * (i & 15)) : 0;
-}
-
 SEC("uprobe")
 int ct_py_enter(struct pt_regs *ctx)
 {

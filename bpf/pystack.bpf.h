@@ -120,15 +120,25 @@ static __always_inline void describe_val(const struct ct_pyproc_bpf *pp, __u64 o
 	v->impl = 1;
 }
 
+/* Is the object at obj a tuple (or a subclass)? */
+static __always_inline bool is_tuple(const struct ct_pyproc_bpf *pp, __u64 obj)
+{
+	__u64 type = obj ? rd64(obj + pp->off.object_type) : 0;
+
+	return type && (rd64(type + pp->vals.type_flags) & pp->vals.tuple_flag);
+}
+
+/* Item i of the tuple at tuple (n items), or 0. */
+static __always_inline __u64 tuple_item(const struct ct_pyproc_bpf *pp, __u64 tuple, __u64 n,
+					__u32 i)
+{
+	return i < n ? rd64(tuple + pp->vals.tuple_items + 8 * (i & 15)) : 0;
+}
+
 /* The first item of the tuple at args (a function's *args), or 0. */
 static __always_inline __u64 args_first(const struct ct_pyproc_bpf *pp, __u64 args)
 {
-	__u64 type = args ? rd64(args + pp->off.object_type) : 0;
-
-	if (!type || !(rd64(type + pp->vals.type_flags) & pp->vals.tuple_flag) ||
-	    (__s64)rd64(args + pp->vals.var_size) < 1)
-		return 0;
-	return rd64(args + pp->vals.tuple_items);
+	return is_tuple(pp, args) ? tuple_item(pp, args, rd64(args + pp->vals.var_size), 0) : 0;
 }
 
 struct walk {

@@ -196,8 +196,6 @@ static const struct ct_torch_layout *tensor_layout(struct ct_proc *p)
 	return p->tensor_layout;
 }
 
-/* Seed 000's input_shape: of the helper's tensor argument, read now (it is alive: the
- * collective that uses it is running or just ran). */
 /* The first item of a tuple (a function's *args), or 0. */
 static uint64_t first_arg(struct ct_proc *p, uint64_t args)
 {
@@ -209,6 +207,9 @@ static uint64_t first_arg(struct ct_proc *p, uint64_t args)
 		return 0;
 	return item;
 }
+
+/* Seed 000's input_shape: of the helper's tensor argument, read now (it is alive: the
+ * collective that uses it is running or just ran). */
 
 static void helper_shape(struct ct_proc *p, uint64_t arg, struct ct_tree_call *c)
 {
