@@ -5,8 +5,8 @@
  * entry. _PyEval_EvalFrameDefault(tstate, frame, throwflag) runs every frame that C
  * code enters (3.11+: calls of Python functions from Python are inlined and not seen;
  * 3.10: every frame). Filtering is here: a code object that user space marked SKIP
- * costs one map lookup and sends nothing. Exits pair with entries by the number of
- * activations on the thread. A code object marked WRAP (a functools.wraps wrapper C
+ * costs one map lookup and sends nothing. Exits pair with kept entries by the stack
+ * pointer (struct ct_op_thread). A code object marked WRAP (a functools.wraps wrapper C
  * enters in place of what it wraps: torch 2.x's _disable_dynamo around
  * DTensor.__torch_dispatch__) is judged by the frame's function object instead, the
  * wrapped function's locals being the items of the wrapper's args tuple.
@@ -49,6 +49,7 @@ static __always_inline void fill_op(struct ct_op_event *ev, __u8 type, __u64 pid
 	ev->unclassified = e->unclassified;
 	ev->has_vals = has_vals;
 	ev->wrapped = e->wrapped;
+	ev->late = 0;
 	__builtin_memset(ev->pad, 0, sizeof(ev->pad));
 }
 
@@ -103,11 +104,37 @@ static __always_inline int emit_op_vals(const struct ct_pyproc_bpf *pp, __u8 typ
 	return 0;
 }
 
+/* Close the kept calls on top of t entered at sp <= bound: their frames have returned,
+ * their exits unseen (the kernel's uretprobe nesting limit). */
+static __always_inline void close_late(struct ct_op_thread *t, __u64 pid_tgid, __u64 bound)
+{
+	struct op_entry e = {};
+
+	for (int i = 0; i < CT_OPS_MAX_DEPTH; i++) {
+		__u32 n = t->n;
+		struct ct_op_event *ev;
+
+		if (!n || n > CT_OPS_MAX_DEPTH ||
+		    t->at[(n - 1) & (CT_OPS_MAX_DEPTH - 1)].sp > bound)
+			return;
+		t->n = n - 1;
+		ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+		if (!ev) {
+			count_drop(CT_DROP_OPS);
+			continue;
+		}
+		fill_op(ev, CT_EV_OPEXIT, pid_tgid, t->at[(n - 1) & (CT_OPS_MAX_DEPTH - 1)].code,
+			&e, 0);
+		ev->late = CT_OP_LATE;
+		bpf_ringbuf_submit(ev, wakeup_flag());
+	}
+}
+
 SEC("uprobe")
 int ct_py_enter(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid(), frame = PT_REGS_PARM2(ctx), args = 0,
-	      nargs = 0;
+	      nargs = 0, sp = PT_REGS_SP(ctx);
 	__u64 locals;
 	__u32 tid = (__u32)pid_tgid, n;
 	struct ct_op_key key = {.tgid = pid_tgid >> 32};
@@ -120,14 +147,6 @@ int ct_py_enter(struct pt_regs *ctx)
 		return 0;
 	if (!pp)
 		return 0;
-	t = bpf_map_lookup_elem(&op_threads, &tid);
-	if (!t) {
-		bpf_map_update_elem(&op_threads, &tid, &zero_op_thread, BPF_NOEXIST);
-		t = bpf_map_lookup_elem(&op_threads, &tid);
-		if (!t)
-			return 0;
-	}
-	t->depth++;
 	locals = frame + pp->off.frame_localsplus;
 	key.code = rd64(frame + pp->off.frame_code);
 	verdict = bpf_map_lookup_elem(&op_codes, &key);
@@ -145,13 +164,21 @@ int ct_py_enter(struct pt_regs *ctx)
 	}
 	if (verdict && *verdict == CT_OPV_SKIP)
 		return 0;
+	t = bpf_map_lookup_elem(&op_threads, &tid);
+	if (!t) {
+		bpf_map_update_elem(&op_threads, &tid, &zero_op_thread, BPF_NOEXIST);
+		t = bpf_map_lookup_elem(&op_threads, &tid);
+		if (!t)
+			return 0;
+	}
+	close_late(t, pid_tgid, sp); /* a kept call at or above this frame has returned */
 	n = t->n;
 	if (n >= CT_OPS_MAX_DEPTH) {
 		count_drop(CT_DROP_OPS_DEPTH);
 		return 0;
 	}
 	argidx = verdict ? *verdict >> 4 : 0;
-	t->at[n & (CT_OPS_MAX_DEPTH - 1)].depth = t->depth;
+	t->at[n & (CT_OPS_MAX_DEPTH - 1)].sp = sp;
 	t->at[n & (CT_OPS_MAX_DEPTH - 1)].vals = argidx != 0;
 	t->at[n & (CT_OPS_MAX_DEPTH - 1)].code = key.code;
 	t->n = n + 1;
@@ -186,7 +213,7 @@ int ct_py_enter(struct pt_regs *ctx)
 SEC("uretprobe")
 int ct_py_exit(struct pt_regs *ctx)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 pid_tgid = bpf_get_current_pid_tgid(), sp = PT_REGS_SP(ctx) - 8; /* the entry's */
 	__u32 tid = (__u32)pid_tgid, n, tgid = pid_tgid >> 32;
 	struct ct_op_thread *t = bpf_map_lookup_elem(&op_threads, &tid);
 	struct op_entry e = {};
@@ -195,26 +222,21 @@ int ct_py_exit(struct pt_regs *ctx)
 
 	if (!ct_gate)
 		return 0;
-	if (!t || !t->depth)
-		return 0; /* a frame entered before the attach */
+	if (!t || !t->n)
+		return 0; /* no kept call in flight */
+	close_late(t, pid_tgid, sp - 1);
 	n = t->n;
-	if (n && n <= CT_OPS_MAX_DEPTH &&
-	    t->at[(n - 1) & (CT_OPS_MAX_DEPTH - 1)].depth == t->depth) {
-		code = t->at[(n - 1) & (CT_OPS_MAX_DEPTH - 1)].code;
-		t->n = n - 1;
-		t->depth--;
-		pp = t->at[(n - 1) & (CT_OPS_MAX_DEPTH - 1)].vals
-			 ? bpf_map_lookup_elem(&pyprocs, &tgid)
-			 : NULL;
-		if (pp) {
-			ret = PT_REGS_RC(ctx); /* the PyObject * returned, NULL on an exception */
-			return emit_op_vals(pp, CT_EV_OPEXIT, pid_tgid, code, &e, ret,
-					    is_tuple(pp, ret));
-		}
-		return emit_op(CT_EV_OPEXIT, pid_tgid, code, &e);
+	if (!n || n > CT_OPS_MAX_DEPTH || t->at[(n - 1) & (CT_OPS_MAX_DEPTH - 1)].sp != sp)
+		return 0; /* a frame not kept, or entered before the attach */
+	code = t->at[(n - 1) & (CT_OPS_MAX_DEPTH - 1)].code;
+	t->n = n - 1;
+	pp = t->at[(n - 1) & (CT_OPS_MAX_DEPTH - 1)].vals ? bpf_map_lookup_elem(&pyprocs, &tgid)
+							  : NULL;
+	if (pp) {
+		ret = PT_REGS_RC(ctx); /* the PyObject * returned, NULL on an exception */
+		return emit_op_vals(pp, CT_EV_OPEXIT, pid_tgid, code, &e, ret, is_tuple(pp, ret));
 	}
-	t->depth--;
-	return 0;
+	return emit_op(CT_EV_OPEXIT, pid_tgid, code, &e);
 }
 
 #endif

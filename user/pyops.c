@@ -199,6 +199,8 @@ void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_eve
 			return;
 		}
 		ops->threads[slot].n = --n;
+		if (ev->late)
+			st->ops.late++;
 		set_values(s, p, ops->threads[slot].at[n].node, true, vals_of(ev));
 		ct_tree_exit(&p->tree, ev->hdr.tid, ops->threads[slot].at[n].node, ev->hdr.ts);
 		return;

@@ -34,6 +34,7 @@ struct ct_ops_stats {
 	uint64_t verdicts;     /* verdicts written to BPF */
 	uint64_t unresolved;   /* of them, code objects no longer readable */
 	uint64_t unpaired;     /* exits that matched no entry */
+	uint64_t late;	       /* exits sent late: the kernel omitted their uretprobe */
 	uint64_t lost;	       /* calls not followed: no thread slot, too deep */
 };
 

@@ -251,6 +251,9 @@ struct ct_op_key {
 /* An unclassified entry whose localsplus[0] is a tuple: perhaps a wrapper's *args. The vals
  * describe its items (self and arg1 are then the frame's own locals), func is set. */
 #define CT_OP_MAYBE_WRAPPER 2
+/* ct_op_event.late (CT_EV_OPEXIT): the kernel omitted this call's uretprobe; the exit is
+ * sent at the next exit seen of a frame below it, its time an upper bound */
+#define CT_OP_LATE	    1
 
 struct ct_op_event {
 	struct ct_hdr hdr; /* CT_EV_OP or CT_EV_OPEXIT */
@@ -261,7 +264,8 @@ struct ct_op_event {
 	__u8 unclassified; /* CT_EV_OP: op_codes did not know the code object yet */
 	__u8 has_vals;	   /* a struct ct_op_vals follows (struct ct_op_vals_event) */
 	__u8 wrapped;	   /* CT_OP_WRAPPED, CT_OP_MAYBE_WRAPPER, else 0 */
-	__u8 pad[5];
+	__u8 late;	   /* CT_EV_OPEXIT: CT_OP_LATE, else 0 */
+	__u8 pad[4];
 };
 
 #define CT_OP_VALS 4 /* values described per entry or exit; more are counted */
@@ -279,13 +283,20 @@ struct ct_op_vals_event {
 	struct ct_op_vals vals;
 };
 
+/*
+ * Exits pair with kept entries by the stack pointer: a uretprobe sees the entry's sp + 8.
+ * The kernel installs no uretprobe past 64 nested probed activations of a thread (an
+ * import chain run from C goes that deep); a kept entry whose exit never came is closed
+ * at the next exit of a shallower frame, with CT_OP_LATE set.
+ */
 struct ct_op_thread {
-	__u32 depth; /* _PyEval_EvalFrameDefault activations since the attach */
-	__u32 n;     /* kept calls in flight */
+	__u32 n; /* kept calls in flight */
+	__u32 pad;
 	struct {
-		__u32 depth;
-		__u32 vals; /* describe the return value at exit */
+		__u64 sp; /* the user stack pointer at entry */
 		__u64 code;
+		__u32 vals; /* describe the return value at exit */
+		__u32 pad;
 	} at[CT_OPS_MAX_DEPTH];
 };
 

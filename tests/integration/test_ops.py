@@ -164,12 +164,12 @@ def test_ops_seed000(bpf, torch_available, reaper, start_tracer, tmp_path):
         assert gelus[-1]["inputs"] == gelus[-1]["outputs"] == "[DTensor[4, 16]]", gelus
 
 
-def run_toy(reaper, start_tracer, tmp_path, python, forwards, *extra, nested=False):
+def run_toy(reaper, start_tracer, tmp_path, python, forwards, *extra, nested=False, deep=0):
     wait, out = tmp_path / "go", tmp_path / "trace.json"
     log = open(tmp_path / "py.log", "w")
     p = reaper.popen([str(python), str(WORKLOADS / "ops_toy.py"), "--forwards", str(forwards),
-                      "--wait-file", str(wait), *(("--nested",) if nested else ())],
-                     stdout=log, stderr=log)
+                      "--wait-file", str(wait), *(("--nested",) if nested else ()),
+                      "--deep", str(deep)], stdout=log, stderr=log)
     wait_files([f"{wait}.pid"], timeout=60, procs=[p])
     pid = read_pid(f"{wait}.pid")
     tr = start_tracer(["-p", str(pid), "--json", out, "--profile", PROFILE, *extra])
@@ -211,6 +211,27 @@ def test_ops_every_python(bpf, mpi_available, reaper, start_tracer, tmp_path, ve
     # dropped in BPF.
     assert js["ops"]["unclassified"] <= 2 * 15, js["ops"]
     assert js["ops"]["entries"] <= forwards * 6 + 2 * 9, js["ops"]
+
+
+def test_ops_past_the_return_probe_limit(bpf, mpi_available, reaper, start_tracer, tmp_path):
+    """The kernel sets no uretprobe past 64 nested probed frames of a thread (an import
+    chain run from C goes that deep). Each Linear nests 80 frames from C before its op:
+    the exits of the calls around them still pair (by stack pointer), every forward is
+    exact, and nothing is lost. (Paired by counting activations instead, fc1's exit was
+    never matched and later calls piled up until they were dropped as nested too deep.)"""
+    forwards = 4
+    js, pid, tr = run_toy(reaper, start_tracer, tmp_path, INTERPRETERS["3.11-debian"],
+                          forwards, "--ops", deep=80)
+    forward = ("Module((root))", [
+        ("Module(fc1)", [("Op(linear)", [])]),
+        ("Op(gelu)", []),
+        ("Module(fc2)", [("Op(linear)", []), ("Collective(MPI_Barrier)", [])]),
+    ])
+    records = debug_of(js, pid)["records"]
+    assert [tree_of(r) for r in records] == [forward] * forwards, \
+        json.dumps([tree_of(r) for r in records], indent=1)
+    check_ops_stats(js, kept=forwards * 6)
+    assert js["ops"]["late_exits"] == 0, js["ops"]
 
 
 def test_ops_off_by_default(bpf, mpi_available, reaper, start_tracer, tmp_path):

@@ -19,6 +19,9 @@ C) run in every forward: --ops must not send them after the first sightings.
                   its ring buffer every 100 ms, and BPF filters a code object only once
                   user space has classified it)
   --wait-file P   write the pid to P.pid, wait for P to exist before the first forward
+  --deep N        each Linear first nests N frames entered from C (map calling nest()),
+                  past the kernel's limit of 64 nested return probes (after one shallow
+                  nest() and a pause, so that BPF filters its frames)
 """
 import argparse
 import ctypes
@@ -68,12 +71,20 @@ class Module:
         return self.forward(*args)
 
 
+DEEP = 0
+
+
+def nest(n):  # each level entered from C, by map's __next__
+    return n and next(map(nest, (n - 1,)))
+
+
 class Linear(Module):
     def __init__(self, w, collective=False):
         super().__init__()
         self.w, self.collective = w, collective
 
     def forward(self, x):
+        nest(DEEP)
         y = dispatch(linear, x, self.w)
         if self.collective:
             mpi.MPI_Barrier(COMM_WORLD)
@@ -133,7 +144,9 @@ def main():
     ap.add_argument("--nested", action="store_true")
     ap.add_argument("--pause", type=float, default=0.25)
     ap.add_argument("--wait-file")
+    ap.add_argument("--deep", type=int, default=0)
     a = ap.parse_args()
+    global DEEP
     if mpi.MPI_Init(None, None) != 0:
         sys.exit("MPI_Init failed")
     model = Transformer() if a.nested else MLP()
@@ -142,6 +155,10 @@ def main():
             f.write(f"{os.getpid()}\n")
         while not os.path.exists(a.wait_file):
             time.sleep(0.02)
+    if a.deep:
+        nest(2)
+        time.sleep(a.pause)
+        DEEP = a.deep
     for i in range(a.forwards):
         model(Tensorish(float(i)))
         time.sleep(a.pause)

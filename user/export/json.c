@@ -524,6 +524,7 @@ int ct_export_json(struct ct_session *s, const char *path)
 		cJSON_AddItemToObject(ops, "unresolved", u64(o->unresolved));
 		cJSON_AddItemToObject(ops, "verdicts", u64(o->verdicts));
 		cJSON_AddItemToObject(ops, "unpaired_exits", u64(o->unpaired));
+		cJSON_AddItemToObject(ops, "late_exits", u64(o->late));
 		cJSON_AddItemToObject(ops, "lost", u64(o->lost));
 		cJSON_AddItemToObject(root, "ops", ops);
 	}

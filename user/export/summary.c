@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include "drops.h"
 #include "export/export.h"
+#include "pystacks.h"
 #include "targets.h"
 
 static const char *fmt_ns(char *buf, size_t len, uint64_t ns, bool any)
@@ -112,4 +113,9 @@ void ct_export_summary(struct ct_session *s, FILE *out, bool final)
 		fprintf(out, "commtrace: --ops: records lost %llu, calls nested too deep %llu\n",
 			(unsigned long long)s->drops[CT_DROP_OPS],
 			(unsigned long long)s->drops[CT_DROP_OPS_DEPTH]);
+	if (ct_py_ops_stats(s) && ct_py_ops_stats(s)->late)
+		fprintf(out,
+			"commtrace: --ops: %llu calls' ends seen late (the kernel sets no return "
+			"probe past 64 nested frames): their end times are upper bounds\n",
+			(unsigned long long)ct_py_ops_stats(s)->late);
 }
