@@ -35,7 +35,7 @@ static struct ct_op_thread zero_op_thread;
  * tuple's first two items) and how the code was judged. */
 struct op_entry {
 	__u64 self, arg1, func;
-	__u8 unclassified, wrapped;
+	__u8 unclassified, wrapped, late;
 };
 
 static __always_inline void fill_op(struct ct_op_event *ev, __u8 type, __u64 pid_tgid, __u64 code,
@@ -49,7 +49,7 @@ static __always_inline void fill_op(struct ct_op_event *ev, __u8 type, __u64 pid
 	ev->unclassified = e->unclassified;
 	ev->has_vals = has_vals;
 	ev->wrapped = e->wrapped;
-	ev->late = 0;
+	ev->late = e->late;
 	__builtin_memset(ev->pad, 0, sizeof(ev->pad));
 }
 
@@ -108,25 +108,16 @@ static __always_inline int emit_op_vals(const struct ct_pyproc_bpf *pp, __u8 typ
  * their exits unseen (the kernel's uretprobe nesting limit). */
 static __always_inline void close_late(struct ct_op_thread *t, __u64 pid_tgid, __u64 bound)
 {
-	struct op_entry e = {};
+	struct op_entry e = {.late = CT_OP_LATE};
 
 	for (int i = 0; i < CT_OPS_MAX_DEPTH; i++) {
 		__u32 n = t->n;
-		struct ct_op_event *ev;
 
 		if (!n || n > CT_OPS_MAX_DEPTH ||
 		    t->at[(n - 1) & (CT_OPS_MAX_DEPTH - 1)].sp > bound)
 			return;
 		t->n = n - 1;
-		ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
-		if (!ev) {
-			count_drop(CT_DROP_OPS);
-			continue;
-		}
-		fill_op(ev, CT_EV_OPEXIT, pid_tgid, t->at[(n - 1) & (CT_OPS_MAX_DEPTH - 1)].code,
-			&e, 0);
-		ev->late = CT_OP_LATE;
-		bpf_ringbuf_submit(ev, wakeup_flag());
+		emit_op(CT_EV_OPEXIT, pid_tgid, t->at[(n - 1) & (CT_OPS_MAX_DEPTH - 1)].code, &e);
 	}
 }
 

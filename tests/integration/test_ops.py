@@ -180,6 +180,19 @@ def run_toy(reaper, start_tracer, tmp_path, python, forwards, *extra, nested=Fal
     return json.loads(out.read_text()), pid, tr
 
 
+def check_toy_forwards(js, pid, forwards):
+    """ops_toy's MLP: every forward the same exact tree; its records."""
+    forward = ("Module((root))", [
+        ("Module(fc1)", [("Op(linear)", [])]),
+        ("Op(gelu)", []),
+        ("Module(fc2)", [("Op(linear)", []), ("Collective(MPI_Barrier)", [])]),
+    ])
+    records = debug_of(js, pid)["records"]
+    assert [tree_of(r) for r in records] == [forward] * forwards, \
+        json.dumps([tree_of(r) for r in records], indent=1)
+    return records
+
+
 # 3.10's code objects have no qualname: class-qualified rules (Module.__call__) cannot
 # match there (docs/profiles.md).
 @pytest.mark.parametrize("version", [v for v in INTERPRETERS if v != "3.10"])
@@ -189,14 +202,7 @@ def test_ops_every_python(bpf, mpi_available, reaper, start_tracer, tmp_path, ve
         pytest.skip(f"SKIPPED LOUDLY: {python} is not installed")
     forwards = 8
     js, pid, tr = run_toy(reaper, start_tracer, tmp_path, python, forwards, "--ops")
-    forward = ("Module((root))", [
-        ("Module(fc1)", [("Op(linear)", [])]),
-        ("Op(gelu)", []),
-        ("Module(fc2)", [("Op(linear)", []), ("Collective(MPI_Barrier)", [])]),
-    ])
-    records = debug_of(js, pid)["records"]
-    assert [tree_of(r) for r in records] == [forward] * forwards, \
-        json.dumps([tree_of(r) for r in records], indent=1)
+    records = check_toy_forwards(js, pid, forwards)
     # Without torch: the kinds of what the ops got (dispatch(op, x, w): args=2, the *args
     # tuple) and returned.
     check_op_values(records, [("Op(linear)", ["Tensorish", "float"], ["Tensorish"]),
@@ -222,14 +228,7 @@ def test_ops_past_the_return_probe_limit(bpf, mpi_available, reaper, start_trace
     forwards = 4
     js, pid, tr = run_toy(reaper, start_tracer, tmp_path, INTERPRETERS["3.11-debian"],
                           forwards, "--ops", deep=80)
-    forward = ("Module((root))", [
-        ("Module(fc1)", [("Op(linear)", [])]),
-        ("Op(gelu)", []),
-        ("Module(fc2)", [("Op(linear)", []), ("Collective(MPI_Barrier)", [])]),
-    ])
-    records = debug_of(js, pid)["records"]
-    assert [tree_of(r) for r in records] == [forward] * forwards, \
-        json.dumps([tree_of(r) for r in records], indent=1)
+    check_toy_forwards(js, pid, forwards)
     check_ops_stats(js, kept=forwards * 6)
     assert js["ops"]["late_exits"] == 0, js["ops"]
 
