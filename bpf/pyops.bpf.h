@@ -6,8 +6,10 @@
  * code enters (3.11+: calls of Python functions from Python are inlined and not seen;
  * 3.10: every frame). Filtering is here: a code object that user space marked SKIP
  * costs one map lookup and sends nothing. Exits pair with kept entries by the stack
- * pointer (struct ct_op_thread). A code object marked WRAP (a functools.wraps wrapper C
- * enters in place of what it wraps: torch 2.x's _disable_dynamo around
+ * pointer (struct ct_op_thread). Where the kernel has uprobe sessions, entry and return
+ * are one program (ct_py_session) whose return runs for kept calls only; else a probe
+ * and a return probe see every frame (ct_py_enter, ct_py_exit). A code object marked WRAP (a
+ * functools.wraps wrapper C enters in place of what it wraps: torch 2.x's _disable_dynamo around
  * DTensor.__torch_dispatch__) is judged by the frame's function object instead, the
  * wrapped function's locals being the items of the wrapper's args tuple.
  */
@@ -121,8 +123,8 @@ static __always_inline void close_late(struct ct_op_thread *t, __u64 pid_tgid, _
 	}
 }
 
-SEC("uprobe")
-int ct_py_enter(struct pt_regs *ctx)
+/* A frame entered: true when its call is kept, and its exit wanted. */
+static __always_inline bool py_enter(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid(), frame = PT_REGS_PARM2(ctx), args = 0,
 	      nargs = 0, sp = PT_REGS_SP(ctx);
@@ -135,38 +137,38 @@ int ct_py_enter(struct pt_regs *ctx)
 	__u8 *verdict, argidx;
 
 	if (!ct_gate)
-		return 0;
+		return false;
 	if (!pp)
-		return 0;
+		return false;
 	locals = frame + pp->off.frame_localsplus;
 	key.code = rd64(frame + pp->off.frame_code);
 	verdict = bpf_map_lookup_elem(&op_codes, &key);
 	if (verdict && (*verdict & CT_OPV_WRAP)) {
 		/* def inner(*args, **kwargs): judged by its function, read through its args */
 		if (pp->off.frame_func == CT_PY_NONE)
-			return 0;
+			return false;
 		key.code = rd64(frame + pp->off.frame_func);
 		args = rd64(locals);
 		if (!key.code || !is_tuple(pp, args))
-			return 0;
+			return false;
 		nargs = rd64(args + pp->vals.var_size);
 		e.wrapped = CT_OP_WRAPPED;
 		verdict = bpf_map_lookup_elem(&op_codes, &key);
 	}
 	if (verdict && *verdict == CT_OPV_SKIP)
-		return 0;
+		return false;
 	t = bpf_map_lookup_elem(&op_threads, &tid);
 	if (!t) {
 		bpf_map_update_elem(&op_threads, &tid, &zero_op_thread, BPF_NOEXIST);
 		t = bpf_map_lookup_elem(&op_threads, &tid);
 		if (!t)
-			return 0;
+			return false;
 	}
 	close_late(t, pid_tgid, sp); /* a kept call at or above this frame has returned */
 	n = t->n;
 	if (n >= CT_OPS_MAX_DEPTH) {
 		count_drop(CT_DROP_OPS_DEPTH);
-		return 0;
+		return false;
 	}
 	argidx = verdict ? *verdict >> 4 : 0;
 	t->at[n & (CT_OPS_MAX_DEPTH - 1)].sp = sp;
@@ -189,20 +191,23 @@ int ct_py_enter(struct pt_regs *ctx)
 		if (is_tuple(pp, args)) {
 			e.func = rd64(frame + pp->off.frame_func);
 			e.wrapped = CT_OP_MAYBE_WRAPPER;
-			return emit_op_vals(pp, CT_EV_OP, pid_tgid, key.code, &e, args, true);
+			emit_op_vals(pp, CT_EV_OP, pid_tgid, key.code, &e, args, true);
+			return true;
 		}
 	}
 	if (argidx) {
 		__u64 vals = e.wrapped ? tuple_item(pp, args, nargs, (argidx - 1) & 15)
 				       : rd64(locals + 8 * ((argidx - 1) & 15));
 
-		return emit_op_vals(pp, CT_EV_OP, pid_tgid, key.code, &e, vals, is_tuple(pp, vals));
+		emit_op_vals(pp, CT_EV_OP, pid_tgid, key.code, &e, vals, is_tuple(pp, vals));
+		return true;
 	}
-	return emit_op(CT_EV_OP, pid_tgid, key.code, &e);
+	emit_op(CT_EV_OP, pid_tgid, key.code, &e);
+	return true;
 }
 
-SEC("uretprobe")
-int ct_py_exit(struct pt_regs *ctx)
+/* A kept frame returned, or (a return probe on every frame) any frame. */
+static __always_inline void py_exit(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid(), sp = PT_REGS_SP(ctx) - 8; /* the entry's */
 	__u32 tid = (__u32)pid_tgid, n, tgid = pid_tgid >> 32;
@@ -212,22 +217,56 @@ int ct_py_exit(struct pt_regs *ctx)
 	__u64 code, ret;
 
 	if (!ct_gate)
-		return 0;
+		return;
 	if (!t || !t->n)
-		return 0; /* no kept call in flight */
+		return; /* no kept call in flight */
 	close_late(t, pid_tgid, sp - 1);
 	n = t->n;
 	if (!n || n > CT_OPS_MAX_DEPTH || t->at[(n - 1) & (CT_OPS_MAX_DEPTH - 1)].sp != sp)
-		return 0; /* a frame not kept, or entered before the attach */
+		return; /* a frame not kept, or entered before the attach */
 	code = t->at[(n - 1) & (CT_OPS_MAX_DEPTH - 1)].code;
 	t->n = n - 1;
 	pp = t->at[(n - 1) & (CT_OPS_MAX_DEPTH - 1)].vals ? bpf_map_lookup_elem(&pyprocs, &tgid)
 							  : NULL;
 	if (pp) {
 		ret = PT_REGS_RC(ctx); /* the PyObject * returned, NULL on an exception */
-		return emit_op_vals(pp, CT_EV_OPEXIT, pid_tgid, code, &e, ret, is_tuple(pp, ret));
+		emit_op_vals(pp, CT_EV_OPEXIT, pid_tgid, code, &e, ret, is_tuple(pp, ret));
+		return;
 	}
-	return emit_op(CT_EV_OPEXIT, pid_tgid, code, &e);
+	emit_op(CT_EV_OPEXIT, pid_tgid, code, &e);
+}
+
+/* The fallback: an entry probe and a return probe on every frame. */
+SEC("uprobe")
+int ct_py_enter(struct pt_regs *ctx)
+{
+	py_enter(ctx);
+	return 0;
+}
+
+SEC("uretprobe")
+int ct_py_exit(struct pt_regs *ctx)
+{
+	py_exit(ctx);
+	return 0;
+}
+
+extern bool bpf_session_is_return(void) __ksym __weak;
+
+/*
+ * Entry and return as one uprobe session (Linux 6.13+, attached with
+ * BPF_TRACE_UPROBE_SESSION): the return runs only where the entry returned 0, for a kept
+ * call. A frame not kept, nearly every frame, then costs one breakpoint and no return
+ * probe (no return instance, no trampoline, no second program).
+ */
+SEC("uprobe")
+int ct_py_session(struct pt_regs *ctx)
+{
+	if (bpf_session_is_return()) {
+		py_exit(ctx);
+		return 0;
+	}
+	return py_enter(ctx) ? 0 : 1;
 }
 
 #endif

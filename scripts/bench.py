@@ -353,7 +353,9 @@ def bench_torch2():
 
     configs = {"untraced": ([], ()), "CommDebugMode (in-process)": ([], ("--debug-mode",)),
                "commtrace (stacks)": ([TRACER, "-q", "--"], ()),
-               "commtrace --ops": ([TRACER, "-q", "--ops", "--"], ())}
+               "commtrace --ops": ([TRACER, "-q", "--ops", "--"], ()),
+               "--ops, entry+return probes": (["env", "COMMTRACE_UPROBE_SESSION=0", TRACER, "-q",
+                                               "--ops", "--"], ())}
     try:
         runs = bs.alternate(list(configs), ROUNDS,
                             lambda c: job(configs[c][0], *configs[c][1]))
@@ -372,15 +374,16 @@ def bench_torch2():
         base = [r[i] for r in runs["untraced"]]
         cdm = [r[i] for r in runs["CommDebugMode (in-process)"]]
         dflt = [r[i] for r in runs["commtrace (stacks)"]]
-        ops = [r[i] for r in runs["commtrace --ops"]]
         d = bs.bootstrap(bs.ratio_of_means, dflt, base)
-        share = bs.bootstrap(lambda o, c, b: bs.diff_of_means(o, b) / bs.diff_of_means(c, b),
-                             ops, cdm, base)
         print(f"  {what}: commtrace x untraced {bs.fmt(d)} (goal <= 1.01: "
               f"{bs.within(d, 1.01)}); CommDebugMode x untraced "
-              f"{bs.fmt(bs.bootstrap(bs.ratio_of_means, cdm, base))}; --ops adds "
-              f"{bs.fmt(share, digits=2)} of what CommDebugMode adds (goal <= 0.33: "
-              f"{bs.within(share, 0.33)})")
+              f"{bs.fmt(bs.bootstrap(bs.ratio_of_means, cdm, base))}")
+        for name in ("commtrace --ops", "--ops, entry+return probes"):
+            share = bs.bootstrap(
+                lambda o, c, b: bs.diff_of_means(o, b) / bs.diff_of_means(c, b),
+                [r[i] for r in runs[name]], cdm, base)
+            print(f"    {name} adds {bs.fmt(share, digits=2)} of what CommDebugMode adds "
+                  f"(goal <= 0.33: {bs.within(share, 0.33)})")
 
 
 # ---------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "commtrace.skel.h"
 #include "catalog/catalog.h"
@@ -70,6 +71,7 @@ const char *ct_bpf_unavailable_reason(void)
  * predates them. The fields are union bpf_attr's link_create as of Linux 6.6.
  */
 #define CT_TRACE_UPROBE_MULTI	 48 /* enum bpf_attach_type: BPF_TRACE_UPROBE_MULTI */
+#define CT_TRACE_UPROBE_SESSION	 57 /* BPF_TRACE_UPROBE_SESSION (Linux 6.13) */
 #define CT_F_UPROBE_MULTI_RETURN 1U /* BPF_F_UPROBE_MULTI_RETURN */
 
 struct uprobe_multi_attr {
@@ -78,7 +80,7 @@ struct uprobe_multi_attr {
 	__u32 cnt, multi_flags, pid;
 };
 
-static int uprobe_multi_link(int prog_fd, const char *path, const uint64_t *offs,
+static int uprobe_multi_link(int prog_fd, __u32 type, const char *path, const uint64_t *offs,
 			     const uint64_t *cookies, size_t n, bool ret, __u32 pid)
 {
 	struct uprobe_multi_attr a;
@@ -86,7 +88,7 @@ static int uprobe_multi_link(int prog_fd, const char *path, const uint64_t *offs
 
 	memset(&a, 0, sizeof(a));
 	a.prog_fd = (__u32)prog_fd;
-	a.attach_type = CT_TRACE_UPROBE_MULTI;
+	a.attach_type = type;
 	a.path = (__u64)(uintptr_t)path;
 	a.offsets = (__u64)(uintptr_t)offs;
 	a.cookies = (__u64)(uintptr_t)cookies;
@@ -121,16 +123,59 @@ static bool probe_uprobe_multi(void)
 			     &po);
 	if (prog < 0)
 		return false;
-	fd = uprobe_multi_link(prog, "/", &off, NULL, 1, false, 0);
+	fd = uprobe_multi_link(prog, CT_TRACE_UPROBE_MULTI, "/", &off, NULL, 1, false, 0);
 	ok = fd == -EBADF;
 	if (ok) {
-		fd = uprobe_multi_link(prog, "/", &off, NULL, 1, false, (__u32)-1);
+		fd = uprobe_multi_link(prog, CT_TRACE_UPROBE_MULTI, "/", &off, NULL, 1, false,
+				       (__u32)-1);
 		ok = fd == -EINVAL;
 	}
 	if (fd >= 0)
 		close(fd);
 	close(prog);
 	return ok;
+}
+
+/*
+ * Whether the kernel has uprobe sessions (Linux 6.13+): a program calling
+ * bpf_session_is_return loads as one, and a session link on a directory is refused with
+ * EBADF once its other fields pass.
+ */
+static bool probe_uprobe_session(void)
+{
+	const char *env = getenv("COMMTRACE_UPROBE_SESSION");
+	struct btf *vmlinux;
+	uint64_t off = 0;
+	int id, prog, fd;
+
+	if (env && !strcmp(env, "0"))
+		return false;
+	vmlinux = btf__load_vmlinux_btf();
+	if (!vmlinux)
+		return false;
+	id = btf__find_by_name_kind(vmlinux, "bpf_session_is_return", BTF_KIND_FUNC);
+	btf__free(vmlinux);
+	if (id <= 0)
+		return false;
+	{
+		const struct bpf_insn insns[] = {
+		    {.code = BPF_JMP | BPF_CALL, .src_reg = BPF_PSEUDO_KFUNC_CALL, .imm = id},
+		    {.code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0},
+		    {.code = BPF_JMP | BPF_EXIT},
+		};
+		LIBBPF_OPTS(bpf_prog_load_opts, po,
+			    .expected_attach_type = CT_TRACE_UPROBE_SESSION);
+
+		prog = bpf_prog_load(BPF_PROG_TYPE_KPROBE, "ct_probe_sess", "GPL", insns,
+				     ARRAY_LEN(insns), &po);
+	}
+	if (prog < 0)
+		return false;
+	fd = uprobe_multi_link(prog, CT_TRACE_UPROBE_SESSION, "/", &off, NULL, 1, false, 0);
+	if (fd >= 0)
+		close(fd);
+	close(prog);
+	return fd == -EBADF;
 }
 
 int ct_bpf_open_load(struct ct_session *s, ring_buffer_sample_fn on_record)
@@ -176,8 +221,17 @@ int ct_bpf_open_load(struct ct_session *s, ring_buffer_sample_fn on_record)
 				    up[i], (enum bpf_attach_type)CT_TRACE_UPROBE_MULTI);
 		}
 	}
-	ct_info("commtrace: probes attach as %s\n",
-		s->uprobe_multi ? "uprobe_multi links" : "one perf-event link each");
+	/* --ops: entry and return as one session where the kernel has them, else a pair */
+	s->uprobe_session = s->uprobe_multi && probe_uprobe_session();
+	bpf_program__set_autoattach(skel->progs.ct_py_session, false);
+	if (s->uprobe_session)
+		bpf_program__set_expected_attach_type(
+		    skel->progs.ct_py_session, (enum bpf_attach_type)CT_TRACE_UPROBE_SESSION);
+	else
+		bpf_program__set_autoload(skel->progs.ct_py_session, false);
+	ct_info("commtrace: probes attach as %s%s\n",
+		s->uprobe_multi ? "uprobe_multi links" : "one perf-event link each",
+		s->uprobe_session ? ", the interpreter's (--ops) as a uprobe session" : "");
 
 	err = commtrace__load(skel);
 	if (err) {
@@ -382,8 +436,11 @@ static int attach_prog(struct ct_session *s, struct bpf_program *prog, const cha
 
 	if (s->uprobe_multi) {
 		/* pid 0: every process */
-		int fd = uprobe_multi_link(bpf_program__fd(prog), path, offs, cookies, n, ret,
-					   pid < 0 ? 0 : (__u32)pid);
+		int fd =
+		    uprobe_multi_link(bpf_program__fd(prog),
+				      prog == s->skel->progs.ct_py_session ? CT_TRACE_UPROBE_SESSION
+									   : CT_TRACE_UPROBE_MULTI,
+				      path, offs, cookies, n, ret, pid < 0 ? 0 : (__u32)pid);
 
 		if (fd < 0)
 			return fd;
@@ -463,6 +520,9 @@ int ct_bpf_attach_pyops(struct ct_session *s, pid_t pid, const char *path, uint6
 {
 	uint64_t cookie = 0;
 
+	if (s->uprobe_session)
+		return attach_prog(s, s->skel->progs.ct_py_session, path, &off, &cookie, 1, false,
+				   pid, out);
 	return attach_pair(s, s->skel->progs.ct_py_enter, s->skel->progs.ct_py_exit, path, &off,
 			   &cookie, 1, pid, out);
 }

@@ -76,6 +76,8 @@ static const char usage_text[] =
     "\n"
     "Environment: COMMTRACE_UPROBE_MULTI=0 attaches one perf-event link per probe instead\n"
     "of uprobe_multi links (detaching then waits for the kernel once per probe).\n"
+    "COMMTRACE_UPROBE_SESSION=0: --ops probes the interpreter with an entry and a return\n"
+    "probe on every frame instead of one uprobe session (Linux 6.13+).\n"
     "COMMTRACE_FILE_WIDE=N: with -p, a library file that N or more of the processes map\n"
     "(default 4) is probed once for all processes, filtered in BPF; 0: per process.\n"
     "\n"

@@ -65,7 +65,8 @@ struct ct_session {
 	struct ct_opts *opts;
 	struct ct_pystate *py;
 	struct commtrace *skel;
-	bool uprobe_multi; /* probes attach as uprobe_multi links (ct_bpf_open_load) */
+	bool uprobe_multi;   /* probes attach as uprobe_multi links (ct_bpf_open_load) */
+	bool uprobe_session; /* --ops's interpreter probe attaches as a uprobe session */
 	struct ring_buffer *rb;
 	struct ct_proc *procs[CT_MAX_TARGETS];
 	int n_procs;

@@ -3,6 +3,7 @@
 the interpreter's frame evaluation entry and filtered in BPF. Real ranks, real
 interpreters, exact trees."""
 import json
+import os
 from collections import Counter
 
 import pytest
@@ -164,7 +165,8 @@ def test_ops_seed000(bpf, torch_available, reaper, start_tracer, tmp_path):
         assert gelus[-1]["inputs"] == gelus[-1]["outputs"] == "[DTensor[4, 16]]", gelus
 
 
-def run_toy(reaper, start_tracer, tmp_path, python, forwards, *extra, nested=False, deep=0):
+def run_toy(reaper, start_tracer, tmp_path, python, forwards, *extra, nested=False, deep=0,
+            env=None):
     wait, out = tmp_path / "go", tmp_path / "trace.json"
     log = open(tmp_path / "py.log", "w")
     p = reaper.popen([str(python), str(WORKLOADS / "ops_toy.py"), "--forwards", str(forwards),
@@ -172,7 +174,7 @@ def run_toy(reaper, start_tracer, tmp_path, python, forwards, *extra, nested=Fal
                       "--deep", str(deep)], stdout=log, stderr=log)
     wait_files([f"{wait}.pid"], timeout=60, procs=[p])
     pid = read_pid(f"{wait}.pid")
-    tr = start_tracer(["-p", str(pid), "--json", out, "--profile", PROFILE, *extra])
+    tr = start_tracer(["-p", str(pid), "--json", out, "--profile", PROFILE, *extra], env=env)
     tr.wait_attached()
     touch(wait)
     assert wait_proc(p, 60, "python") == 0, (tmp_path / "py.log").read_text()
@@ -219,18 +221,33 @@ def test_ops_every_python(bpf, mpi_available, reaper, start_tracer, tmp_path, ve
     assert js["ops"]["entries"] <= forwards * 6 + 2 * 9, js["ops"]
 
 
-def test_ops_past_the_return_probe_limit(bpf, mpi_available, reaper, start_tracer, tmp_path):
+def uprobe_sessions():
+    """Whether this kernel has uprobe sessions (Linux 6.13+)."""
+    major, minor = (int(x) for x in os.uname().release.split(".")[:2])
+    return (major, minor) >= (6, 13)
+
+
+@pytest.mark.parametrize("probe", ["session", "entry+return"])
+def test_ops_past_the_return_probe_limit(bpf, mpi_available, reaper, start_tracer, tmp_path,
+                                         probe):
     """The kernel sets no uretprobe past 64 nested probed frames of a thread (an import
     chain run from C goes that deep). Each Linear nests 80 frames from C before its op:
     the exits of the calls around them still pair (by stack pointer), every forward is
     exact, and nothing is lost. (Paired by counting activations instead, fc1's exit was
-    never matched and later calls piled up until they were dropped as nested too deep.)"""
+    never matched and later calls piled up until they were dropped as nested too deep.)
+    Both ways of probing the interpreter: one uprobe session (the default where the kernel
+    has them), whose return runs for kept calls only, and an entry and a return probe on
+    every frame (COMMTRACE_UPROBE_SESSION=0, and kernels before 6.13)."""
+    if probe == "session" and not uprobe_sessions():
+        pytest.skip(f"SKIPPED LOUDLY: kernel {os.uname().release} has no uprobe sessions")
+    env = dict(os.environ, COMMTRACE_UPROBE_SESSION="1" if probe == "session" else "0")
     forwards = 4
     js, pid, tr = run_toy(reaper, start_tracer, tmp_path, INTERPRETERS["3.11-debian"],
-                          forwards, "--ops", deep=80)
+                          forwards, "--ops", deep=80, env=env)
     check_toy_forwards(js, pid, forwards)
     check_ops_stats(js, kept=forwards * 6)
     assert js["ops"]["late_exits"] == 0, js["ops"]
+    assert js["ops"]["probe"] == probe, js["ops"]
 
 
 def test_ops_off_by_default(bpf, mpi_available, reaper, start_tracer, tmp_path):

@@ -526,6 +526,8 @@ int ct_export_json(struct ct_session *s, const char *path)
 		cJSON_AddItemToObject(ops, "unpaired_exits", u64(o->unpaired));
 		cJSON_AddItemToObject(ops, "late_exits", u64(o->late));
 		cJSON_AddItemToObject(ops, "lost", u64(o->lost));
+		cJSON_AddStringToObject(ops, "probe",
+					s->uprobe_session ? "session" : "entry+return");
 		cJSON_AddItemToObject(root, "ops", ops);
 	}
 	cJSON_AddItemToObject(root, "drops", drops);
