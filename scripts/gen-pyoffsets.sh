@@ -153,6 +153,8 @@ static int obj_offsets(void)
 	/* __slots__ attributes (DTensor's _spec): member descriptors in the types' dicts. */
 	O("type_dict", offsetof(PyTypeObject, tp_dict));
 	O("type_mro", offsetof(PyTypeObject, tp_mro));
+	_Static_assert(MEMBER_SIZE(PyTypeObject, tp_version_tag) == 4, "unsigned int");
+	O("type_version_tag", offsetof(PyTypeObject, tp_version_tag));
 	O("descr_member", offsetof(PyMemberDescrObject, d_member));
 	O("memberdef_type", offsetof(PyMemberDef, type));
 	O("memberdef_offset", offsetof(PyMemberDef, offset));

@@ -26,6 +26,7 @@ struct ct_py_objoffsets {
 	__u16 ht_cached_keys;	/* PyHeapTypeObject.ht_cached_keys: keys shared by instances */
 	__u16 type_dict;	/* tp_dict (a heap type's own dict) */
 	__u16 type_mro;		/* tp_mro (a tuple of types) */
+	__u16 type_version_tag; /* tp_version_tag (unsigned int): never reused, 0 = none */
 	__u16 descr_member;	/* PyMemberDescrObject.d_member (PyMemberDef *) */
 	__u16 memberdef_type;	/* PyMemberDef.type (int) */
 	__u16 memberdef_offset; /* PyMemberDef.offset (Py_ssize_t) */

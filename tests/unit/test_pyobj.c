@@ -70,6 +70,14 @@ static const char pyobj_script[] =
     "bm = h.meth\n" /* kept alive: a bound method is made per access */
     "def pyfunc():\n"
     "    pass\n"
+    "class Slotted:\n" /* __slots__: member descriptors in the types' dicts */
+    "    __slots__ = ('s1', 's2')\n"
+    "class SubSlotted(Slotted):\n"
+    "    __slots__ = ('s3',)\n"
+    "sl = SubSlotted()\n"
+    "sl.s1, sl.s3 = object(), object()\n" /* s2 left unset */
+    "for lab, o in (('sl', sl), ('sl.s1', sl.s1), ('sl.s3', sl.s3)):\n"
+    "    k(lab, o)\n"
     "for lab, o in (('h', h), ('h2', h2), ('h3', h3), ('hd', hd), ('la', la), ('ma', ma),\n"
     "               ('tu', tu), ('nm', nm), ('par', par), ('ud', ud), ('gd', gd), ('dd', dd),\n"
     "               ('od', od), ('big', big), ('a', a), ('b', b), ('c', c), ('e', e),\n"
@@ -83,6 +91,10 @@ static const char pyobj_script[] =
     "               ('dict', dict), ('nm.name', nm.__name__)):\n"
     "    k(lab, o)\n"
     "print('ready', flush=True)\n"
+    "sys.stdin.readline()\n"
+    "SubSlotted.s3 = 5\n"    /* the member descriptor replaced: the type's version changes */
+    "sl.s1, SubSlotted.s3\n" /* looked up: the type gets a new version tag */
+    "print('modified', flush=True)\n"
     "sys.stdin.read()\n";
 
 /* Debian's 3.11 with torch 1.13: a real module tree and real ops. */
@@ -161,6 +173,29 @@ struct pyobj_child {
 	char label[PYOBJ_MAX_FACTS][32];
 	uint64_t id[PYOBJ_MAX_FACTS];
 };
+
+/* Wait (5 s) for a line the child prints after "ready". */
+static int child_wait_line(struct pyobj_child *c, const char *line)
+{
+	char out[256];
+	size_t len = 0;
+
+	while (len + 1 < sizeof(out)) {
+		struct pollfd p = {.fd = c->out_fd, .events = POLLIN};
+		ssize_t n;
+
+		if (poll(&p, 1, 5000) <= 0)
+			return -ETIMEDOUT;
+		n = read(c->out_fd, out + len, sizeof(out) - 1 - len);
+		if (n <= 0)
+			return -EIO;
+		len += (size_t)n;
+		out[len] = '\0';
+		if (strstr(out, line))
+			return 0;
+	}
+	return -E2BIG;
+}
 
 static void child_stop(struct pyobj_child *c)
 {
@@ -353,6 +388,19 @@ static void check_objects(const char *label, const char *python, int minor)
 	/* Objects without an instance dict. */
 	expect_attr(&c, p, oo, "a", "x", NULL);
 	expect_attr(&c, p, oo, "len", "__name__", NULL);
+	/* __slots__, twice: the second time from what the first walk of the MRO found. */
+	for (int i = 0; i < 2; i++) {
+		expect_attr(&c, p, oo, "sl", "s1", "sl.s1");
+		expect_attr(&c, p, oo, "sl", "s3", "sl.s3");
+		expect_attr(&c, p, oo, "sl", "s2", NULL); /* a slot never set */
+		expect_attr(&c, p, oo, "sl", "s4", NULL);
+	}
+	/* A type changed after that: s3 is a plain class attribute now, no slot of sl. */
+	if (ASSERT_EQ(write(c.in_fd, "\n", 1), 1, "tell the child") &&
+	    ASSERT_OK(child_wait_line(&c, "modified"), "type modified")) {
+		expect_attr(&c, p, oo, "sl", "s3", NULL);
+		expect_attr(&c, p, oo, "sl", "s1", "sl.s1");
+	}
 	ASSERT_EQ(ct_py_getattr(c.pid, oo, &p->offsets, id_of(&c, "h"), "", &v), -EINVAL,
 		  "empty name");
 

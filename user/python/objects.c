@@ -167,26 +167,19 @@ static int dict_view(pid_t pid, const struct ct_py_objoffsets *oo, const struct 
 	return values ? values_view(pid, oo, keys, values, v) : keys_view(pid, oo, keys, v);
 }
 
-/* Is key a str equal to m->name? Only ASCII names are looked up, so only compact ASCII
- * keys can match: the header alone rejects most keys (type, kind, length). */
-static bool key_is(pid_t pid, const struct ct_py_offsets *o, struct dict_match *m, uint64_t key)
+/* Is the str whose first bytes (its header, then m->name_len bytes of data) are in buf equal
+ * to m->name? Only ASCII names are looked up, so only compact ASCII keys can match: the
+ * header alone rejects most keys (type, kind, length). */
+static bool key_is(pid_t pid, const struct ct_py_offsets *o, struct dict_match *m,
+		   const uint8_t *buf)
 {
-	uint8_t hdr[PY_STR_HDR_MAX];
-	char data[CT_PY_ATTR_MAX];
 	uint64_t type;
 	int64_t slen;
 	uint32_t state;
 
-	if (o->unicode_ascii_data > sizeof(hdr) ||
-	    (size_t)o->unicode_length + 8 > o->unicode_ascii_data ||
-	    (size_t)o->unicode_state + 4 > o->unicode_ascii_data ||
-	    (size_t)o->object_type + 8 > o->unicode_ascii_data)
-		return false;
-	if (ct_py_read_mem(pid, key, hdr, o->unicode_ascii_data))
-		return false;
-	memcpy(&type, hdr + o->object_type, sizeof(type));
-	memcpy(&slen, hdr + o->unicode_length, sizeof(slen));
-	memcpy(&state, hdr + o->unicode_state, sizeof(state));
+	memcpy(&type, buf + o->object_type, sizeof(type));
+	memcpy(&slen, buf + o->unicode_length, sizeof(slen));
+	memcpy(&state, buf + o->unicode_state, sizeof(state));
 	if (slen < 0 || (uint64_t)slen != m->name_len || !(state >> CT_PY_STATE_COMPACT_BIT & 1) ||
 	    !(state >> CT_PY_STATE_ASCII_BIT & 1))
 		return false;
@@ -199,83 +192,157 @@ static bool key_is(pid_t pid, const struct ct_py_offsets *o, struct dict_match *
 			return false;
 		m->str_type = type;
 	}
-	if (ct_py_read_mem(pid, key + o->unicode_ascii_data, data, m->name_len))
-		return false;
-	return !memcmp(data, m->name, m->name_len);
+	return !memcmp(buf + o->unicode_ascii_data, m->name, m->name_len);
+}
+
+/* How much of a key key_is() needs, or 0 where the offsets do not fit the header. */
+static size_t key_bytes(const struct ct_py_offsets *o, const struct dict_match *m)
+{
+	if (o->unicode_ascii_data > PY_STR_HDR_MAX ||
+	    (size_t)o->unicode_length + 8 > o->unicode_ascii_data ||
+	    (size_t)o->unicode_state + 4 > o->unicode_ascii_data ||
+	    (size_t)o->object_type + 8 > o->unicode_ascii_data)
+		return 0;
+	return o->unicode_ascii_data + m->name_len;
 }
 
 /* Called per live entry in entry (insertion) order: 0 goes on, anything else stops. */
 typedef int (*entry_fn)(void *ctx, uint64_t key, uint64_t value);
 
 /*
- * Walk the entries (one read, plus one for split values): 0 when all were seen, what fn
- * returned when it stopped the walk, -errno when they could not be read.
+ * The live entries' keys and values (one read, plus one for split values), in entry
+ * (insertion) order: *n of them in *keys and *vals, which the caller frees. 0 or -errno.
  */
-static int dict_walk(pid_t pid, const struct dict_view *v, entry_fn fn, void *ctx)
+static int dict_pairs(pid_t pid, const struct dict_view *v, uint64_t **keys, uint64_t **vals,
+		      uint32_t *n)
 {
 	uint8_t *ents = NULL;
-	uint64_t *vals = NULL;
+	uint64_t *split = NULL;
 	int err = 0;
 
+	*keys = *vals = NULL;
+	*n = 0;
 	if (!v->nentries)
 		return 0;
 	if (v->esize < 16 || (size_t)v->ekey + 8 > v->esize || (size_t)v->evalue + 8 > v->esize)
 		return -EINVAL;
 	ents = malloc((size_t)v->nentries * v->esize);
 	if (v->values && v->nvalues)
-		vals = malloc((size_t)v->nvalues * sizeof(*vals));
-	if (!ents || (v->values && v->nvalues && !vals)) {
+		split = malloc((size_t)v->nvalues * sizeof(*split));
+	*keys = malloc((size_t)v->nentries * sizeof(**keys));
+	*vals = malloc((size_t)v->nentries * sizeof(**vals));
+	if (!ents || !*keys || !*vals || (v->values && v->nvalues && !split)) {
 		err = -ENOMEM;
 		goto out;
 	}
 	if (ct_py_read_mem(pid, v->entries, ents, (size_t)v->nentries * v->esize) ||
-	    (vals && ct_py_read_mem(pid, v->values, vals, (size_t)v->nvalues * sizeof(*vals)))) {
+	    (split && ct_py_read_mem(pid, v->values, split, (size_t)v->nvalues * sizeof(*split)))) {
 		err = -EFAULT;
 		goto out;
 	}
-	for (uint32_t i = 0; i < v->nentries && !err; i++) {
+	for (uint32_t i = 0; i < v->nentries; i++) {
 		uint64_t key, val = 0;
 
 		memcpy(&key, ents + (size_t)i * v->esize + v->ekey, sizeof(key));
 		if (!v->values)
 			memcpy(&val, ents + (size_t)i * v->esize + v->evalue, sizeof(val));
-		else if (i < v->nvalues && vals)
-			val = vals[i];
+		else if (i < v->nvalues && split)
+			val = split[i];
 		/* A deleted entry has no key; a split slot this instance never set, no value. */
-		if (key && val)
-			err = fn(ctx, key, val);
+		if (key && val) {
+			(*keys)[*n] = key;
+			(*vals)[(*n)++] = val;
+		}
 	}
 out:
 	free(ents);
+	free(split);
+	if (err) {
+		free(*keys);
+		free(*vals);
+		*keys = *vals = NULL;
+		*n = 0;
+	}
+	return err;
+}
+
+/* Called per live entry in entry (insertion) order: 0 goes on, anything else stops. */
+typedef int (*entry_fn)(void *ctx, uint64_t key, uint64_t value);
+
+/* Walk the entries: 0 when all were seen, what fn returned when it stopped the walk,
+ * -errno when they could not be read. */
+static int dict_walk(pid_t pid, const struct dict_view *v, entry_fn fn, void *ctx)
+{
+	uint64_t *keys, *vals;
+	uint32_t n;
+	int err = dict_pairs(pid, v, &keys, &vals, &n);
+
+	for (uint32_t i = 0; i < n && !err; i++)
+		err = fn(ctx, keys[i], vals[i]);
+	free(keys);
 	free(vals);
 	return err;
 }
 
-struct match_ctx {
-	pid_t pid;
-	const struct ct_py_offsets *o;
-	struct dict_match *m;
-};
+/*
+ * The first entry whose key is m->name: every key's header and data read at once (one
+ * process_vm_readv for the whole dict, where a key at a time cost one each), then compared.
+ */
+static int dict_find_name(pid_t pid, const struct ct_py_offsets *o, const struct dict_view *v,
+			  struct dict_match *m)
+{
+	size_t kb = key_bytes(o, m);
+	uint64_t *keys, *vals;
+	uint8_t *bufs = NULL;
+	bool *ok = NULL;
+	uint32_t n;
+	int err = kb ? dict_pairs(pid, v, &keys, &vals, &n) : -EINVAL;
 
+	if (err)
+		return err;
+	err = -ENOENT;
+	if (n) {
+		bufs = malloc((size_t)n * kb);
+		ok = malloc((size_t)n * sizeof(*ok));
+		err = !bufs || !ok ? -ENOMEM : ct_py_read_many(pid, keys, n, kb, bufs, ok);
+		for (uint32_t i = 0; !err && i < n; i++)
+			if (ok[i] && key_is(pid, o, m, bufs + (size_t)i * kb)) {
+				m->found_key = keys[i];
+				m->found_value = vals[i];
+				break;
+			}
+		if (!err && !m->found_key)
+			err = -ENOENT;
+	}
+	free(bufs);
+	free(ok);
+	free(keys);
+	free(vals);
+	return err;
+}
+
+/* By value: the entry holding m->value. */
 static int match_entry(void *ctx, uint64_t key, uint64_t val)
 {
-	struct match_ctx *c = ctx;
-	struct dict_match *m = c->m;
+	struct dict_match *m = ctx;
 
-	if (m->name ? !key_is(c->pid, c->o, m, key) : val != m->value)
+	if (val != m->value)
 		return 0;
 	m->found_key = key;
 	m->found_value = val;
 	return 1;
 }
 
-/* Walk the entries until m is satisfied. */
+/* Walk the entries until m is satisfied: by name, or by value. */
 static int dict_scan(pid_t pid, const struct ct_py_offsets *o, const struct dict_view *v,
 		     struct dict_match *m)
 {
-	struct match_ctx c = {.pid = pid, .o = o, .m = m};
-	int err = dict_walk(pid, v, match_entry, &c);
+	int err;
 
+	m->found_key = m->found_value = 0;
+	if (m->name)
+		return dict_find_name(pid, o, v, m);
+	err = dict_walk(pid, v, match_entry, m);
 	return err == 1 ? 0 : err ? err : -ENOENT;
 }
 
@@ -358,41 +425,101 @@ static int instance_attrs(pid_t pid, const struct ct_py_objoffsets *oo,
  */
 #define SLOT_MRO_MAX 16
 
-static int slot_attr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
-		     uint64_t obj, struct dict_match *m, uint64_t *value)
+/* Where type keeps the slot m names: 0 and *off, -ENOENT where none does, or -errno. */
+static int slot_offset(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		       uint64_t type, struct dict_match *m, uint64_t *off)
 {
-	uint64_t type, mro, types[SLOT_MRO_MAX], dict, def, off;
+	uint64_t mro, types[SLOT_MRO_MAX], dict, def;
 	char tn[32];
 	size_t n = 0;
 	int32_t kind;
-	int err;
+	int err = rd64(pid, type + oo->type_mro, &mro);
 
-	if (!oo->type_dict || !oo->descr_member)
-		return -ENOENT;
-	err = rd64(pid, obj + o->object_type, &type);
-	if (!err)
-		err = rd64(pid, type + oo->type_mro, &mro);
 	if (!err)
 		err = ct_py_tuple_items(pid, oo, o, mro, types, SLOT_MRO_MAX, &n);
 	for (size_t i = 0; !err && i < n; i++) {
 		struct dict_view v;
 
-		m->found_value = 0;
-		if (rd64(pid, types[i] + oo->type_dict, &dict) || !dict ||
-		    dict_view(pid, oo, o, dict, &v) || dict_scan(pid, o, &v, m))
+		err = rd64(pid, types[i] + oo->type_dict, &dict);
+		if (err || !dict)
+			continue; /* 3.12+: a static type keeps its dict elsewhere */
+		err = dict_view(pid, oo, o, dict, &v);
+		if (!err)
+			err = dict_scan(pid, o, &v, m);
+		if (err == -ENOENT) {
+			err = 0;
 			continue;
+		}
+		if (err)
+			break;
 		/* A member descriptor, holding an object (not a property, not an int slot). */
 		if (ct_py_read_type_name(pid, o, m->found_value, tn, sizeof(tn)) ||
 		    strcmp(tn, "member_descriptor") ||
 		    rd64(pid, m->found_value + oo->descr_member, &def) || !def ||
 		    ct_py_read_mem(pid, def + oo->memberdef_type, &kind, sizeof(kind)) ||
 		    kind != (int32_t)oo->member_object_ex ||
-		    rd64(pid, def + oo->memberdef_offset, &off) || off > (1u << 16))
+		    rd64(pid, def + oo->memberdef_offset, off) || !*off || *off > (1u << 16))
 			return -ENOENT;
-		err = rd64(pid, obj + off, value);
-		return err ? err : *value ? 0 : -ENOENT;
+		return 0;
 	}
 	return err ? err : -ENOENT;
+}
+
+/*
+ * slot_offset()'s answers, per (pid, type, tp_version_tag, name). The walk reads every
+ * dict of the MRO, hundreds of keys for a torch tensor type, for each attribute an object
+ * lacks (`_placements` of a DTensor). A type's version tag changes when it or a base is
+ * modified, and a process never gives one tag to two types, so an answer kept under the
+ * same nonzero tag is what the walk would find. Direct-mapped: a collision only costs a
+ * walk.
+ */
+#define SLOT_MEMO      512
+#define SLOT_MEMO_NAME 32
+
+static struct slot_memo {
+	pid_t pid;
+	uint32_t tag;
+	uint64_t type;
+	uint64_t off; /* 0: no such slot */
+	char name[SLOT_MEMO_NAME];
+} slot_memo[SLOT_MEMO];
+
+static int slot_attr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		     uint64_t obj, struct dict_match *m, uint64_t *value)
+{
+	struct slot_memo *e = NULL;
+	uint64_t type, off = 0;
+	uint32_t tag = 0;
+	int err;
+
+	if (!oo->type_dict || !oo->descr_member)
+		return -ENOENT;
+	err = rd64(pid, obj + o->object_type, &type);
+	if (err)
+		return err;
+	if (m->name_len < SLOT_MEMO_NAME &&
+	    !ct_py_read_mem(pid, type + oo->type_version_tag, &tag, sizeof(tag)) && tag) {
+		uint64_t h = (type >> 4) ^ tag ^ (uint64_t)pid * 0x9e3779b97f4a7c15ULL;
+
+		for (size_t i = 0; i < m->name_len; i++)
+			h = h * 31 + (unsigned char)m->name[i];
+		e = &slot_memo[h % SLOT_MEMO];
+	}
+	if (e && e->pid == pid && e->type == type && e->tag == tag && !strcmp(e->name, m->name)) {
+		off = e->off;
+		err = off ? 0 : -ENOENT;
+	} else {
+		err = slot_offset(pid, oo, o, type, m, &off);
+		if (e && (!err || err == -ENOENT)) {
+			*e = (struct slot_memo){
+			    .pid = pid, .tag = tag, .type = type, .off = err ? 0 : off};
+			memcpy(e->name, m->name, m->name_len);
+		}
+	}
+	if (err)
+		return err;
+	err = rd64(pid, obj + off, value);
+	return err ? err : *value ? 0 : -ENOENT;
 }
 
 int ct_py_getattr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,

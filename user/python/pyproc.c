@@ -32,6 +32,41 @@ int ct_py_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len)
 	return (size_t)n == len ? 0 : -EFAULT;
 }
 
+/* Remote iovecs per call: the kernel's UIO_MAXIOV. */
+#define READ_MANY_IOV 1024
+
+int ct_py_read_many(pid_t pid, const uint64_t *addrs, size_t n, size_t len, void *buf, bool *ok)
+{
+	struct iovec remote[READ_MANY_IOV];
+	size_t i = 0;
+
+	if (!len) {
+		for (size_t j = 0; j < n; j++)
+			ok[j] = true;
+		return 0;
+	}
+	while (i < n) {
+		size_t k = n - i < READ_MANY_IOV ? n - i : READ_MANY_IOV, done;
+		struct iovec local = {.iov_base = (char *)buf + i * len, .iov_len = k * len};
+		ssize_t got;
+
+		for (size_t j = 0; j < k; j++)
+			remote[j] = (struct iovec){.iov_base = (void *)(uintptr_t)addrs[i + j],
+						   .iov_len = len};
+		got = process_vm_readv(pid, &local, 1, remote, k, 0);
+		if (got < 0 && errno != EFAULT)
+			return -errno;
+		/* Whole regions only: the kernel stops at the first one it cannot read. */
+		done = got > 0 ? (size_t)got / len : 0;
+		for (size_t j = 0; j < done; j++)
+			ok[i + j] = true;
+		if (done < k)
+			ok[i + done++] = false; /* unreadable: go on after it */
+		i += done;
+	}
+	return 0;
+}
+
 static int parse_minor(const char **pp, int *major, int *minor)
 {
 	const char *p = *pp;

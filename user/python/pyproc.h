@@ -44,6 +44,13 @@ int ct_py_detect(pid_t pid, struct ct_pyproc *out);
 int ct_py_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len);
 
 /*
+ * Copy len bytes at each of the n addresses into buf (n * len bytes), in as few
+ * process_vm_readv calls as the kernel allows: ok[i] says whether region i was read. 0,
+ * or -errno when pid cannot be read at all.
+ */
+int ct_py_read_many(pid_t pid, const uint64_t *addrs, size_t n, size_t len, void *buf, bool *ok);
+
+/*
  * Apply the _Py_DebugOffsets block copied from the start of _PyRuntime (out->major/minor
  * set). known: out->offsets holds the generated table of that version, to be checked
  * (corrections counted in out->debug_mismatches); otherwise the table is built from the
