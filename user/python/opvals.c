@@ -129,6 +129,7 @@ void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_py
 {
 	_Static_assert(CT_VALUE_DIMS == CT_OP_DIMS && CT_VALUES_MAX == CT_OP_VALS,
 		       "tree.h and abi.h agree");
+	struct ct_mesh_memo memo = {0};
 	char pl[PLACEMENTS_MAX];
 
 	memset(out, 0, sizeof(*out));
@@ -160,7 +161,7 @@ void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_py
 			ct_tensor_placements(pid, &py->offsets, r->obj, pl, sizeof(pl));
 			if (pl[0])
 				v->placements = ct_intern(pl);
-			if (!ct_tensor_mesh(pid, &py->offsets, tl, r->obj, pl, sizeof(pl)))
+			if (!ct_tensor_mesh(pid, &py->offsets, tl, r->obj, &memo, pl, sizeof(pl)))
 				v->mesh = ct_intern(pl);
 			/* A DTensor has both: one without was torn down while it was read. */
 			if (looks_alive(pid, r) && (!dtensor || (v->placements && v->mesh)))

@@ -450,7 +450,7 @@ static void tensor_meta(struct walk *w, uint64_t obj, struct ct_param *p)
  * "DeviceMesh(cpu, shape=[2], dims=(tp))".
  */
 int ct_tensor_mesh(pid_t pid, const struct ct_py_offsets *o, const struct ct_torch_layout *tl,
-		   uint64_t obj, char *buf, size_t len)
+		   uint64_t obj, struct ct_mesh_memo *memo, char *buf, size_t len)
 {
 	static const char *const attrs[] = {"device_mesh", "_device_mesh"};
 	struct ct_params sink = {0};
@@ -470,6 +470,10 @@ int ct_tensor_mesh(pid_t pid, const struct ct_py_offsets *o, const struct ct_tor
 		err = ct_py_getattr(pid, w.oo, o, v, "mesh", &mesh);
 	if (err || is_none(&w, mesh))
 		return err ? err : -ENOENT;
+	if (memo && memo->mesh == mesh) {
+		snprintf(buf, len, "%s", memo->str);
+		return 0;
+	}
 	if (!ct_py_getattr(pid, w.oo, o, mesh, "device_type", &v))
 		ct_py_read_str(pid, o, v, dev, sizeof(dev));
 	if (!ct_py_getattr(pid, w.oo, o, mesh, "mesh", &v))
@@ -491,6 +495,10 @@ int ct_tensor_mesh(pid_t pid, const struct ct_py_offsets *o, const struct ct_tor
 		o2 += (size_t)snprintf(buf + o2, len - o2, ", dims=(%s)", names);
 	if (o2 < len)
 		snprintf(buf + o2, len - o2, ")");
+	if (memo) {
+		memo->mesh = mesh;
+		snprintf(memo->str, sizeof(memo->str), "%s", buf);
+	}
 	return 0;
 }
 

@@ -90,10 +90,18 @@ void ct_torch_version(pid_t pid, char *buf, size_t len);
 void ct_tensor_placements(pid_t pid, const struct ct_py_offsets *o, uint64_t obj, char *buf,
 			  size_t len);
 
+/* The mesh described last within one read of several tensors (zeroed before it): the
+ * tensors of one op mostly share a mesh, read once then. */
+struct ct_mesh_memo {
+	uint64_t mesh;
+	char str[192];
+};
+
 /* The device mesh the tensor at obj carries, "DeviceMesh(cpu, shape=[2], dims=(tp))";
- * 0, or -errno (-ENOENT: none). tl: the shape of the mesh, when known. */
+ * 0, or -errno (-ENOENT: none). tl: the shape of the mesh, when known. memo: NULL, or
+ * what this read of several tensors described last. */
 int ct_tensor_mesh(pid_t pid, const struct ct_py_offsets *o, const struct ct_torch_layout *tl,
-		   uint64_t obj, char *buf, size_t len);
+		   uint64_t obj, struct ct_mesh_memo *memo, char *buf, size_t len);
 
 /* The name of a TypeMeta index ("torch.float32"), NULL when unknown. */
 const char *ct_torch_dtype_name(uint16_t dtype);
