@@ -174,27 +174,34 @@ struct pyobj_child {
 	uint64_t id[PYOBJ_MAX_FACTS];
 };
 
+/* Read fd into out (cap bytes, NUL-terminated, *len of them so far) until it holds token
+ * (ms to wait for each read): 0, -ETIMEDOUT, -EIO or -E2BIG. */
+static int read_until(int fd, char *out, size_t cap, size_t *len, const char *token, int ms)
+{
+	while (!strstr(out, token)) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		ssize_t n;
+
+		if (*len + 1 >= cap)
+			return -E2BIG;
+		if (poll(&p, 1, ms) <= 0)
+			return -ETIMEDOUT;
+		n = read(fd, out + *len, cap - 1 - *len);
+		if (n <= 0)
+			return -EIO;
+		*len += (size_t)n;
+		out[*len] = '\0';
+	}
+	return 0;
+}
+
 /* Wait (5 s) for a line the child prints after "ready". */
 static int child_wait_line(struct pyobj_child *c, const char *line)
 {
-	char out[256];
+	char out[256] = "";
 	size_t len = 0;
 
-	while (len + 1 < sizeof(out)) {
-		struct pollfd p = {.fd = c->out_fd, .events = POLLIN};
-		ssize_t n;
-
-		if (poll(&p, 1, 5000) <= 0)
-			return -ETIMEDOUT;
-		n = read(c->out_fd, out + len, sizeof(out) - 1 - len);
-		if (n <= 0)
-			return -EIO;
-		len += (size_t)n;
-		out[len] = '\0';
-		if (strstr(out, line))
-			return 0;
-	}
-	return -E2BIG;
+	return read_until(c->out_fd, out, sizeof(out), &len, line, 5000);
 }
 
 static void child_stop(struct pyobj_child *c)
@@ -215,7 +222,7 @@ static void child_stop(struct pyobj_child *c)
 static int child_start(const char *python, const char *script, struct pyobj_child *c)
 {
 	static char out[PYOBJ_OUT_MAX];
-	int in[2], op[2];
+	int in[2], op[2], err;
 	size_t len = 0;
 	char *line, *save;
 
@@ -246,18 +253,9 @@ static int child_start(const char *python, const char *script, struct pyobj_chil
 	close(op[1]);
 	c->in_fd = in[1];
 	c->out_fd = op[0];
-	while (!strstr(out, "ready\n")) {
-		struct pollfd p = {.fd = c->out_fd, .events = POLLIN};
-		ssize_t n;
-
-		if (poll(&p, 1, 30000) <= 0 || len + 1 >= sizeof(out))
-			return -ETIMEDOUT;
-		n = read(c->out_fd, out + len, sizeof(out) - 1 - len);
-		if (n <= 0)
-			return -EIO;
-		len += (size_t)n;
-		out[len] = '\0';
-	}
+	err = read_until(c->out_fd, out, sizeof(out), &len, "ready\n", 30000);
+	if (err)
+		return err;
 	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		unsigned long long id;
 		char lab[32];
