@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -344,6 +345,46 @@ static void expect_callable(const struct pyobj_child *c, const struct ct_pyproc 
 		ASSERT_STREQ(buf, name, what);
 }
 
+/* Several names at once, in a dict and in slots, then the same inside a snapshot. */
+static void check_getattrs(const struct pyobj_child *c, const struct ct_pyproc *p,
+			   const struct ct_py_objoffsets *oo)
+{
+	static const char *const hn[] = {"alpha", "missing", "beta", "gamma", "alph"};
+	static const char *const sn[] = {"s3", "s2", "s1"};
+	static const char *const nine[] = {"a", "b", "c", "d", "e", "f", "g", "h", "i"};
+	uint64_t v[9];
+
+	for (int snap = 0; snap < 2; snap++) {
+		struct ct_py_snapshot_stats before = ct_py_snapshot_stats(), after;
+
+		if (snap)
+			ct_py_snapshot_begin(c->pid);
+		if (ASSERT_EQ(ct_py_getattrs(c->pid, oo, &p->offsets, id_of(c, "h"), hn, 5, v), 3,
+			      "h: 3 of 5 names")) {
+			ASSERT_EQ(v[0], id_of(c, "h.alpha"), "h.alpha");
+			ASSERT_EQ(v[1], 0, "h.missing");
+			ASSERT_EQ(v[2], id_of(c, "h.beta"), "h.beta");
+			ASSERT_EQ(v[3], id_of(c, "h.gamma"), "h.gamma");
+			ASSERT_EQ(v[4], 0, "h.alph");
+		}
+		if (ASSERT_EQ(ct_py_getattrs(c->pid, oo, &p->offsets, id_of(c, "sl"), sn, 3, v), 2,
+			      "sl: 2 of 3 slots")) {
+			ASSERT_EQ(v[0], id_of(c, "sl.s3"), "sl.s3");
+			ASSERT_EQ(v[1], 0, "sl.s2");
+			ASSERT_EQ(v[2], id_of(c, "sl.s1"), "sl.s1");
+		}
+		ASSERT_EQ(ct_py_getattrs(c->pid, oo, &p->offsets, id_of(c, "h"), nine, 9, v),
+			  -EINVAL, "too many names");
+		ct_py_snapshot_end();
+		after = ct_py_snapshot_stats();
+		/* The second lookup reads the objects the first read: from the snapshot. */
+		if (snap)
+			ASSERT_GT(after.hits, before.hits, "snapshot hits");
+		else
+			ASSERT_EQ(after.hits, before.hits, "no snapshot, no hits");
+	}
+}
+
 static void check_objects(const char *label, const char *python, int minor)
 {
 	const struct ct_py_objoffsets *oo = ct_py_objoffsets_for(3, minor);
@@ -393,6 +434,7 @@ static void check_objects(const char *label, const char *python, int minor)
 		expect_attr(&c, p, oo, "sl", "s2", NULL); /* a slot never set */
 		expect_attr(&c, p, oo, "sl", "s4", NULL);
 	}
+	check_getattrs(&c, p, oo);
 	/* A type changed after that: s3 is a plain class attribute now, no slot of sl. */
 	if (ASSERT_EQ(write(c.in_fd, "\n", 1), 1, "tell the child") &&
 	    ASSERT_OK(child_wait_line(&c, "modified"), "type modified")) {
@@ -643,4 +685,59 @@ out:
 	ct_params_free(ps);
 	child_stop(&c);
 	free(p);
+}
+
+/* The snapshot on this process's own memory: what it holds, what a fresh read sees, a read
+ * across two lines, one into an unmapped page, and batched reads. */
+TEST(pyobj_snapshot)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	uint8_t *mem = mmap(NULL, (size_t)page * 2, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint64_t a = 0, b = 0, addrs[3];
+	uint8_t buf[48];
+	bool ok[3] = {false, false, true};
+	pid_t self = getpid();
+	struct ct_py_snapshot_stats s0, s1;
+
+	if (!ASSERT_TRUE(mem != MAP_FAILED, "mmap"))
+		return;
+	munmap(mem + page, (size_t)page); /* the page after is not mapped */
+	memset(mem, 0, (size_t)page);
+	memcpy(mem + 16, &(uint64_t){0x1111}, 8);
+	memset(mem + 1000, 0x5a, 48);
+	memcpy(mem + 2048, &(uint64_t){0x3333}, 8);
+	ct_py_snapshot_begin(self);
+	s0 = ct_py_snapshot_stats();
+	ASSERT_OK(ct_py_read_mem(self, (uint64_t)(uintptr_t)(mem + 16), &a, 8), "first read");
+	memcpy(mem + 16, &(uint64_t){0x2222}, 8);
+	ASSERT_OK(ct_py_read_mem(self, (uint64_t)(uintptr_t)(mem + 16), &a, 8), "again");
+	ASSERT_EQ(a, 0x1111, "what the snapshot holds");
+	ASSERT_OK(ct_py_read_fresh(self, (uint64_t)(uintptr_t)(mem + 16), &b, 8), "fresh");
+	ASSERT_EQ(b, 0x2222, "what the memory holds now");
+	s1 = ct_py_snapshot_stats();
+	ASSERT_EQ(s1.lines_read - s0.lines_read, 1, "one line read");
+	ASSERT_EQ(s1.hits - s0.hits, 1, "one hit");
+	/* Across two lines of the page, then past its end. */
+	ASSERT_OK(ct_py_read_mem(self, (uint64_t)(uintptr_t)(mem + 1000), buf, 48), "two lines");
+	ASSERT_EQ(buf[0] == 0x5a && buf[47] == 0x5a, 1, "both lines' bytes");
+	ASSERT_OK(ct_py_read_mem(self, (uint64_t)(uintptr_t)(mem + page - 8), &a, 8),
+		  "the page's last word");
+	ASSERT_EQ(ct_py_read_mem(self, (uint64_t)(uintptr_t)(mem + page - 8), buf, 16), -EFAULT,
+		  "into the unmapped page");
+	/* Batched: a line held, a line not yet read, an unmapped one. */
+	addrs[0] = (uint64_t)(uintptr_t)(mem + 16);
+	addrs[1] = (uint64_t)(uintptr_t)(mem + 2048);
+	addrs[2] = (uint64_t)(uintptr_t)(mem + page + 64);
+	if (ASSERT_OK(ct_py_read_many(self, addrs, 3, 8, buf, ok), "read_many")) {
+		memcpy(&a, buf, 8);
+		memcpy(&b, buf + 8, 8);
+		ASSERT_EQ(ok[0] && ok[1] && !ok[2], 1, "which regions read");
+		ASSERT_EQ(a, 0x1111, "from the line held");
+		ASSERT_EQ(b, 0x3333, "from a line read now");
+	}
+	ct_py_snapshot_end();
+	ASSERT_OK(ct_py_read_mem(self, (uint64_t)(uintptr_t)(mem + 16), &a, 8), "after");
+	ASSERT_EQ(a, 0x2222, "no snapshot: the memory now");
+	munmap(mem, (size_t)page);
 }

@@ -26,14 +26,34 @@ struct dict_view {
 	uint16_t esize, ekey, evalue;
 };
 
-/* What a scan is looking for: a str key equal to name, or the key of a value. */
+/* What a scan is looking for: str keys equal to any of n names, or the key of a value. */
 struct dict_match {
-	const char *name;
-	size_t name_len;
+	const char *const *names;
+	size_t n, lens[CT_PY_GETATTRS_MAX], maxlen;
+	uint64_t found[CT_PY_GETATTRS_MAX]; /* by name: each name's value, 0 where not found */
 	uint64_t value;
 	uint64_t str_type; /* the target's str type, once a key's tp_name said "str" */
-	uint64_t found_key, found_value;
+	uint64_t found_key, found_value; /* by value */
 };
+
+/* m looking for names, which must be short ASCII names: 0, or -EINVAL. */
+static int match_names(struct dict_match *m, const char *const *names, size_t n)
+{
+	*m = (struct dict_match){.names = names, .n = n};
+	if (!n || n > CT_PY_GETATTRS_MAX)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		m->lens[i] = names[i] ? strnlen(names[i], CT_PY_ATTR_MAX) : 0;
+		if (!m->lens[i] || m->lens[i] >= CT_PY_ATTR_MAX)
+			return -EINVAL;
+		for (size_t j = 0; j < m->lens[i]; j++)
+			if ((unsigned char)names[i][j] >= 0x80)
+				return -EINVAL; /* only compact ASCII keys are compared */
+		if (m->lens[i] > m->maxlen)
+			m->maxlen = m->lens[i];
+	}
+	return 0;
+}
 
 static int rd64(pid_t pid, uint64_t addr, uint64_t *v)
 {
@@ -167,35 +187,40 @@ static int dict_view(pid_t pid, const struct ct_py_objoffsets *oo, const struct 
 	return values ? values_view(pid, oo, keys, values, v) : keys_view(pid, oo, keys, v);
 }
 
-/* Is the str whose first bytes (its header, then m->name_len bytes of data) are in buf equal
- * to m->name? Only ASCII names are looked up, so only compact ASCII keys can match: the
- * header alone rejects most keys (type, kind, length). */
-static bool key_is(pid_t pid, const struct ct_py_offsets *o, struct dict_match *m,
-		   const uint8_t *buf)
+/* Which of m's names is the str whose first bytes (its header, then up to m->maxlen bytes of
+ * data) are in buf, or -1. Only ASCII names are looked up, so only compact ASCII keys can
+ * match: the header alone rejects most keys (type, kind, length). */
+static int key_which(pid_t pid, const struct ct_py_offsets *o, struct dict_match *m,
+		     const uint8_t *buf)
 {
 	uint64_t type;
 	int64_t slen;
 	uint32_t state;
+	int which = -1;
 
 	memcpy(&type, buf + o->object_type, sizeof(type));
 	memcpy(&slen, buf + o->unicode_length, sizeof(slen));
 	memcpy(&state, buf + o->unicode_state, sizeof(state));
-	if (slen < 0 || (uint64_t)slen != m->name_len || !(state >> CT_PY_STATE_COMPACT_BIT & 1) ||
+	if (slen < 1 || (uint64_t)slen > m->maxlen || !(state >> CT_PY_STATE_COMPACT_BIT & 1) ||
 	    !(state >> CT_PY_STATE_ASCII_BIT & 1))
-		return false;
-	if (type != m->str_type) {
+		return -1;
+	for (size_t i = 0; i < m->n && which < 0; i++)
+		if (m->lens[i] == (uint64_t)slen &&
+		    !memcmp(buf + o->unicode_ascii_data, m->names[i], m->lens[i]))
+			which = (int)i;
+	if (which >= 0 && type != m->str_type) {
 		char tn[PY_TPNAME_MAX];
 
 		/* str is a static type: confirmed once, a compare after that. */
 		if (m->str_type || !type || type_name(pid, o, type, tn, sizeof(tn)) ||
 		    strcmp(tn, "str"))
-			return false;
+			return -1;
 		m->str_type = type;
 	}
-	return !memcmp(buf + o->unicode_ascii_data, m->name, m->name_len);
+	return which;
 }
 
-/* How much of a key key_is() needs, or 0 where the offsets do not fit the header. */
+/* How much of a key key_which() needs, or 0 where the offsets do not fit the header. */
 static size_t key_bytes(const struct ct_py_offsets *o, const struct dict_match *m)
 {
 	if (o->unicode_ascii_data > PY_STR_HDR_MAX ||
@@ -203,7 +228,7 @@ static size_t key_bytes(const struct ct_py_offsets *o, const struct dict_match *
 	    (size_t)o->unicode_state + 4 > o->unicode_ascii_data ||
 	    (size_t)o->object_type + 8 > o->unicode_ascii_data)
 		return 0;
-	return o->unicode_ascii_data + m->name_len;
+	return o->unicode_ascii_data + m->maxlen;
 }
 
 /* Called per live entry in entry (insertion) order: 0 goes on, anything else stops. */
@@ -285,11 +310,12 @@ static int dict_walk(pid_t pid, const struct dict_view *v, entry_fn fn, void *ct
 }
 
 /*
- * The first entry whose key is m->name: every key's header and data read at once (one
- * process_vm_readv for the whole dict, where a key at a time cost one each), then compared.
+ * For each of m's names, the first entry whose key it is (m->found): every key's header and
+ * data read at once (one process_vm_readv for the whole dict, where a key at a time cost one
+ * each), then compared. -ENOENT when none is found.
  */
-static int dict_find_name(pid_t pid, const struct ct_py_offsets *o, const struct dict_view *v,
-			  struct dict_match *m)
+static int dict_find_names(pid_t pid, const struct ct_py_offsets *o, const struct dict_view *v,
+			   struct dict_match *m)
 {
 	size_t kb = key_bytes(o, m);
 	uint64_t *keys, *vals;
@@ -302,16 +328,20 @@ static int dict_find_name(pid_t pid, const struct ct_py_offsets *o, const struct
 		return err;
 	err = -ENOENT;
 	if (n) {
+		size_t found = 0;
+
 		bufs = malloc((size_t)n * kb);
 		ok = malloc((size_t)n * sizeof(*ok));
 		err = !bufs || !ok ? -ENOMEM : ct_py_read_many(pid, keys, n, kb, bufs, ok);
-		for (uint32_t i = 0; !err && i < n; i++)
-			if (ok[i] && key_is(pid, o, m, bufs + (size_t)i * kb)) {
-				m->found_key = keys[i];
-				m->found_value = vals[i];
-				break;
+		for (uint32_t i = 0; !err && i < n && found < m->n; i++) {
+			int w = ok[i] ? key_which(pid, o, m, bufs + (size_t)i * kb) : -1;
+
+			if (w >= 0 && !m->found[w]) {
+				m->found[w] = vals[i];
+				found++;
 			}
-		if (!err && !m->found_key)
+		}
+		if (!err && !found)
 			err = -ENOENT;
 	}
 	free(bufs);
@@ -333,15 +363,16 @@ static int match_entry(void *ctx, uint64_t key, uint64_t val)
 	return 1;
 }
 
-/* Walk the entries until m is satisfied: by name, or by value. */
+/* Walk the entries until m is satisfied: by names, or by value. */
 static int dict_scan(pid_t pid, const struct ct_py_offsets *o, const struct dict_view *v,
 		     struct dict_match *m)
 {
 	int err;
 
 	m->found_key = m->found_value = 0;
-	if (m->name)
-		return dict_find_name(pid, o, v, m);
+	memset(m->found, 0, sizeof(m->found));
+	if (m->names)
+		return dict_find_names(pid, o, v, m);
 	err = dict_walk(pid, v, match_entry, m);
 	return err == 1 ? 0 : err ? err : -ENOENT;
 }
@@ -425,7 +456,8 @@ static int instance_attrs(pid_t pid, const struct ct_py_objoffsets *oo,
  */
 #define SLOT_MRO_MAX 16
 
-/* Where type keeps the slot m names: 0 and *off, -ENOENT where none does, or -errno. */
+/* Where type keeps the slot m names (its one name): 0 and *off, -ENOENT where none does, or
+ * -errno. */
 static int slot_offset(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
 		       uint64_t type, struct dict_match *m, uint64_t *off)
 {
@@ -453,9 +485,9 @@ static int slot_offset(pid_t pid, const struct ct_py_objoffsets *oo, const struc
 		if (err)
 			break;
 		/* A member descriptor, holding an object (not a property, not an int slot). */
-		if (ct_py_read_type_name(pid, o, m->found_value, tn, sizeof(tn)) ||
+		if (ct_py_read_type_name(pid, o, m->found[0], tn, sizeof(tn)) ||
 		    strcmp(tn, "member_descriptor") ||
-		    rd64(pid, m->found_value + oo->descr_member, &def) || !def ||
+		    rd64(pid, m->found[0] + oo->descr_member, &def) || !def ||
 		    ct_py_read_mem(pid, def + oo->memberdef_type, &kind, sizeof(kind)) ||
 		    kind != (int32_t)oo->member_object_ex ||
 		    rd64(pid, def + oo->memberdef_offset, off) || !*off || *off > (1u << 16))
@@ -485,27 +517,28 @@ static struct slot_memo {
 } slot_memo[SLOT_MEMO];
 
 static int slot_attr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
-		     uint64_t obj, struct dict_match *m, uint64_t *value)
+		     uint64_t obj, const char *name, uint64_t *value)
 {
 	struct slot_memo *e = NULL;
+	struct dict_match one, *m = &one;
 	uint64_t type, off = 0;
 	uint32_t tag = 0;
 	int err;
 
-	if (!oo->type_dict || !oo->descr_member)
+	if (!oo->type_dict || !oo->descr_member || match_names(m, &name, 1))
 		return -ENOENT;
 	err = rd64(pid, obj + o->object_type, &type);
 	if (err)
 		return err;
-	if (m->name_len < SLOT_MEMO_NAME &&
+	if (m->lens[0] < SLOT_MEMO_NAME &&
 	    !ct_py_read_mem(pid, type + oo->type_version_tag, &tag, sizeof(tag)) && tag) {
 		uint64_t h = (type >> 4) ^ tag ^ (uint64_t)pid * 0x9e3779b97f4a7c15ULL;
 
-		for (size_t i = 0; i < m->name_len; i++)
-			h = h * 31 + (unsigned char)m->name[i];
+		for (size_t i = 0; i < m->lens[0]; i++)
+			h = h * 31 + (unsigned char)name[i];
 		e = &slot_memo[h % SLOT_MEMO];
 	}
-	if (e && e->pid == pid && e->type == type && e->tag == tag && !strcmp(e->name, m->name)) {
+	if (e && e->pid == pid && e->type == type && e->tag == tag && !strcmp(e->name, name)) {
 		off = e->off;
 		err = off ? 0 : -ENOENT;
 	} else {
@@ -513,7 +546,7 @@ static int slot_attr(pid_t pid, const struct ct_py_objoffsets *oo, const struct 
 		if (e && (!err || err == -ENOENT)) {
 			*e = (struct slot_memo){
 			    .pid = pid, .tag = tag, .type = type, .off = err ? 0 : off};
-			memcpy(e->name, m->name, m->name_len);
+			memcpy(e->name, name, m->lens[0]);
 		}
 	}
 	if (err)
@@ -522,30 +555,37 @@ static int slot_attr(pid_t pid, const struct ct_py_objoffsets *oo, const struct 
 	return err ? err : *value ? 0 : -ENOENT;
 }
 
-int ct_py_getattr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
-		  uint64_t obj, const char *name, uint64_t *value)
+int ct_py_getattrs(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		   uint64_t obj, const char *const *names, size_t n, uint64_t *values)
 {
-	struct dict_match m = {.name = name};
+	struct dict_match m;
 	struct dict_view v;
-	int err;
+	int err, found = 0;
 
-	*value = 0;
-	if (!oo || !o || !obj || !name)
+	if (n && n <= CT_PY_GETATTRS_MAX)
+		memset(values, 0, n * sizeof(*values));
+	if (!oo || !o || !obj || match_names(&m, names, n))
 		return -EINVAL;
-	m.name_len = strnlen(name, CT_PY_ATTR_MAX);
-	if (!m.name_len || m.name_len >= CT_PY_ATTR_MAX)
-		return -EINVAL;
-	for (size_t i = 0; i < m.name_len; i++)
-		if ((unsigned char)name[i] >= 0x80)
-			return -EINVAL; /* only compact ASCII keys are compared */
 	err = instance_attrs(pid, oo, o, obj, &v);
 	if (!err)
 		err = dict_scan(pid, o, &v, &m);
-	if (!err) {
-		*value = m.found_value;
-		return 0;
+	if (err == -ESRCH)
+		return err;
+	for (size_t i = 0; i < n; i++) {
+		values[i] = m.found[i];
+		if (!values[i] && slot_attr(pid, oo, o, obj, names[i], &values[i]) == -ESRCH)
+			return -ESRCH;
+		found += values[i] != 0;
 	}
-	return err == -ESRCH ? err : slot_attr(pid, oo, o, obj, &m, value);
+	return found;
+}
+
+int ct_py_getattr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		  uint64_t obj, const char *name, uint64_t *value)
+{
+	int found = ct_py_getattrs(pid, oo, o, obj, &name, 1, value);
+
+	return found < 0 ? found : found ? 0 : -ENOENT;
 }
 
 int ct_py_dict_key_of(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,

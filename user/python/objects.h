@@ -22,8 +22,9 @@
 #include "commtrace/pyabi.h"
 #include "commtrace/pyobjabi.h"
 
-#define CT_PY_DICT_MAX 4096 /* entries scanned in one dict: bigger is refused (-E2BIG) */
-#define CT_PY_ATTR_MAX 128  /* longest attribute name ct_py_getattr() looks up */
+#define CT_PY_DICT_MAX	   4096 /* entries scanned in one dict: bigger is refused (-E2BIG) */
+#define CT_PY_ATTR_MAX	   128	/* longest attribute name ct_py_getattr() looks up */
+#define CT_PY_GETATTRS_MAX 8	/* names ct_py_getattrs() looks up at once */
 
 /*
  * __name__ of a callable: a builtin's PyMethodDef.ml_name, a Python function's func_name, a
@@ -45,6 +46,14 @@ bool ct_py_is_class(pid_t pid, const struct ct_py_objoffsets *oo, const struct c
  */
 int ct_py_getattr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
 		  uint64_t obj, const char *name, uint64_t *value);
+
+/*
+ * Several attributes of obj found at once (one read of its dict for all): values[i] is that
+ * of names[i], 0 where obj has none. How many were found, or -errno (-EINVAL: more than
+ * CT_PY_GETATTRS_MAX names, or a name ct_py_getattr() would refuse).
+ */
+int ct_py_getattrs(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		   uint64_t obj, const char *const *names, size_t n, uint64_t *values);
 
 /* The str key under which dict (a dict or subclass, e.g. OrderedDict) holds value. */
 int ct_py_dict_key_of(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,

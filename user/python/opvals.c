@@ -24,6 +24,7 @@ struct type_slot {
 
 struct ct_opvals_cache {
 	struct type_slot slots[TYPE_CACHE];
+	struct ct_mesh_memo mesh; /* the mesh described last: mostly the only one */
 };
 
 struct ct_opvals_cache *ct_opvals_cache_new(void)
@@ -119,7 +120,7 @@ static bool looks_alive(pid_t pid, const struct ct_op_val *r)
 {
 	uint64_t head[2] = {0, 0};
 
-	return !ct_py_read_mem(pid, r->obj, head, sizeof(head)) && head[1] == r->type &&
+	return !ct_py_read_fresh(pid, r->obj, head, sizeof(head)) && head[1] == r->type &&
 	       head[0] >= 1 && head[0] <= UINT32_MAX;
 }
 
@@ -129,10 +130,10 @@ void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_py
 {
 	_Static_assert(CT_VALUE_DIMS == CT_OP_DIMS && CT_VALUES_MAX == CT_OP_VALS,
 		       "tree.h and abi.h agree");
-	struct ct_mesh_memo memo = {0};
-	char pl[PLACEMENTS_MAX];
+	char pl[PLACEMENTS_MAX], mesh[sizeof(c->mesh.str)];
 
 	memset(out, 0, sizeof(*out));
+	ct_py_snapshot_begin(pid); /* the tensors' types and specs, read once for all */
 	out->total = raw->total;
 	out->tuple = raw->tuple;
 	out->n = raw->n > CT_OP_VALS ? CT_OP_VALS : raw->n;
@@ -158,11 +159,11 @@ void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_py
 		 */
 		dtensor = !strcmp(t->kind, "DTensor");
 		if (looks_alive(pid, r)) {
-			ct_tensor_placements(pid, &py->offsets, r->obj, pl, sizeof(pl));
+			if (!ct_tensor_dist(pid, &py->offsets, tl, r->obj, &c->mesh, pl, sizeof(pl),
+					    mesh, sizeof(mesh)))
+				v->mesh = ct_intern(mesh);
 			if (pl[0])
 				v->placements = ct_intern(pl);
-			if (!ct_tensor_mesh(pid, &py->offsets, tl, r->obj, &memo, pl, sizeof(pl)))
-				v->mesh = ct_intern(pl);
 			/* A DTensor has both: one without was torn down while it was read. */
 			if (looks_alive(pid, r) && (!dtensor || (v->placements && v->mesh)))
 				continue;
@@ -170,4 +171,5 @@ void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_py
 		v->placements = v->mesh = NULL;
 		v->freed = 1;
 	}
+	ct_py_snapshot_end();
 }

@@ -312,8 +312,9 @@ static int short_type_name(struct walk *w, uint64_t obj, char *buf, size_t len)
 /* One placement: a str as it is, else `Shard(dim=0)`, `Partial(sum)`, `Replicate()`. */
 static int placement_str(struct walk *w, uint64_t obj, char *buf, size_t len)
 {
+	static const char *const attrs[] = {"dim", "reduce_op"};
 	char name[CT_PARAM_TYPE_MAX], s[64];
-	uint64_t v;
+	uint64_t v[2];
 	int64_t dim;
 	int n, err = ct_py_read_str(w->pid, w->o, obj, buf, len);
 
@@ -322,33 +323,60 @@ static int placement_str(struct walk *w, uint64_t obj, char *buf, size_t len)
 	err = short_type_name(w, obj, name, sizeof(name));
 	if (err)
 		return err;
-	if (!ct_py_getattr(w->pid, w->oo, w->o, obj, "dim", &v) &&
-	    !ct_py_read_int(w->pid, w->oo, w->o, v, &dim))
+	ct_py_getattrs(w->pid, w->oo, w->o, obj, attrs, 2, v);
+	if (v[0] && !ct_py_read_int(w->pid, w->oo, w->o, v[0], &dim))
 		n = snprintf(buf, len, "%s(dim=%lld)", name, (long long)dim);
-	else if (!ct_py_getattr(w->pid, w->oo, w->o, obj, "reduce_op", &v) &&
-		 !ct_py_read_str(w->pid, w->o, v, s, sizeof(s)))
+	else if (v[1] && !ct_py_read_str(w->pid, w->o, v[1], s, sizeof(s)))
 		n = snprintf(buf, len, "%s(%s)", name, s);
 	else
 		n = snprintf(buf, len, "%s()", name);
 	return n < 0 ? -EINVAL : 0; /* cut at len: a placement's name is short */
 }
 
-/* The placements a tensor carries as an attribute, as the repr of their tuple. */
-static void placements(struct walk *w, uint64_t param, char *buf, size_t len)
+/* Where a tensor keeps its placements and its device mesh (0: not found). */
+struct dist_refs {
+	uint64_t placements, mesh;
+};
+
+/*
+ * Its own `_placements` or `placements`, `device_mesh` or `_device_mesh` (hyper-parallel,
+ * torch 1.x shapes), else those of its `_spec` (a torch 2.x DTensor): one read of each
+ * object's attributes for all the names.
+ */
+static struct dist_refs dist_refs(struct walk *w, uint64_t obj)
 {
-	static const char *const attrs[] = {"_placements", "placements"};
+	static const char *const own[] = {"_placements", "placements", "device_mesh",
+					  "_device_mesh", "_spec"};
+	static const char *const spec[] = {"placements", "mesh"};
+	uint64_t a[5], b[2];
+	struct dist_refs r = {0};
+
+	if (ct_py_getattrs(w->pid, w->oo, w->o, obj, own, 5, a) <= 0)
+		return r;
+	r.placements = a[0] ? a[0] : a[1];
+	r.mesh = a[2] ? a[2] : a[3];
+	if ((!r.placements || !r.mesh) && a[4] &&
+	    ct_py_getattrs(w->pid, w->oo, w->o, a[4], spec, 2, b) > 0) {
+		r.placements = r.placements ? r.placements : b[0];
+		r.mesh = r.mesh ? r.mesh : b[1];
+	}
+	if (r.placements && is_none(w, r.placements))
+		r.placements = 0;
+	if (r.mesh && is_none(w, r.mesh))
+		r.mesh = 0;
+	return r;
+}
+
+/* The placements at v (a str, or a tuple of placements), as the repr of their tuple. */
+static void placements_str(struct walk *w, uint64_t v, char *buf, size_t len)
+{
 	char strs[CT_PARAM_PLACE_ITEMS][64];
 	const char *ptrs[CT_PARAM_PLACE_ITEMS];
-	uint64_t items[CT_PARAM_PLACE_ITEMS], v = 0, spec;
+	uint64_t items[CT_PARAM_PLACE_ITEMS];
 	size_t n = 0;
-	int err = -ENOENT;
 
 	buf[0] = '\0';
-	for (size_t i = 0; i < 2 && err; i++)
-		err = ct_py_getattr(w->pid, w->oo, w->o, param, attrs[i], &v);
-	if (err && !ct_py_getattr(w->pid, w->oo, w->o, param, "_spec", &spec))
-		err = ct_py_getattr(w->pid, w->oo, w->o, spec, "placements", &v);
-	if (err || is_none(w, v))
+	if (!v)
 		return;
 	/* A bare string is shown as it is. */
 	if (!ct_py_read_str(w->pid, w->o, v, buf, len))
@@ -371,7 +399,7 @@ void ct_tensor_placements(pid_t pid, const struct ct_py_offsets *o, uint64_t obj
 	buf[0] = '\0';
 	w.oo = ct_py_objoffsets_for(o->major, o->minor);
 	if (w.oo)
-		placements(&w, obj, buf, len);
+		placements_str(&w, dist_refs(&w, obj).placements, buf, len);
 }
 
 /* The dtype's name ("torch.float32") for a TypeMeta index, NULL when unknown. */
@@ -444,45 +472,35 @@ static void tensor_meta(struct walk *w, uint64_t obj, struct ct_param *p)
 }
 
 /*
- * The device mesh a tensor carries: `device_mesh` or `_device_mesh` in its dict, else its
- * `_spec.mesh` (PyTorch 2.x DTensor); from the mesh, torch DeviceMesh's `device_type`,
- * the shape of its `mesh` tensor and its `mesh_dim_names`:
- * "DeviceMesh(cpu, shape=[2], dims=(tp))".
+ * The device mesh at mesh, from torch DeviceMesh's `device_type`, the shape of its `mesh`
+ * tensor and its `mesh_dim_names`: "DeviceMesh(cpu, shape=[2], dims=(tp))". What memo
+ * holds, when the mesh and those three are the objects it was made from.
  */
-int ct_tensor_mesh(pid_t pid, const struct ct_py_offsets *o, const struct ct_torch_layout *tl,
-		   uint64_t obj, struct ct_mesh_memo *memo, char *buf, size_t len)
+static int mesh_str(struct walk *w, uint64_t mesh, struct ct_mesh_memo *memo, char *buf, size_t len)
 {
-	static const char *const attrs[] = {"device_mesh", "_device_mesh"};
-	struct ct_params sink = {0};
+	static const char *const attrs[] = {"device_type", "mesh", "mesh_dim_names"};
 	struct ct_param t = {.ndim = -1};
-	struct walk w = {.pid = pid, .o = o, .tl = tl, .out = &sink};
 	char dev[32] = "?", names[96] = "", name[32];
-	uint64_t mesh = 0, v, items[CT_PARAM_DIMS_MAX];
+	uint64_t v[3], items[CT_PARAM_DIMS_MAX];
 	size_t n = 0, o2;
-	int err = -ENOENT;
+	int found = mesh ? ct_py_getattrs(w->pid, w->oo, w->o, mesh, attrs, 3, v) : -ENOENT;
 
-	w.oo = ct_py_objoffsets_for(o->major, o->minor);
-	if (!w.oo)
-		return -ENOTSUP;
-	for (size_t i = 0; i < 2 && err; i++)
-		err = ct_py_getattr(pid, w.oo, o, obj, attrs[i], &mesh);
-	if (err && !ct_py_getattr(pid, w.oo, o, obj, "_spec", &v))
-		err = ct_py_getattr(pid, w.oo, o, v, "mesh", &mesh);
-	if (err || is_none(&w, mesh))
-		return err ? err : -ENOENT;
-	if (memo && memo->mesh == mesh) {
+	if (found < 0)
+		return found;
+	if (memo && memo->pid == w->pid && memo->mesh == mesh &&
+	    !memcmp(memo->attrs, v, sizeof(v))) {
 		snprintf(buf, len, "%s", memo->str);
 		return 0;
 	}
-	if (!ct_py_getattr(pid, w.oo, o, mesh, "device_type", &v))
-		ct_py_read_str(pid, o, v, dev, sizeof(dev));
-	if (!ct_py_getattr(pid, w.oo, o, mesh, "mesh", &v))
-		tensor_meta(&w, v, &t);
-	if (!ct_py_getattr(pid, w.oo, o, mesh, "mesh_dim_names", &v) && !is_none(&w, v) &&
-	    !ct_py_tuple_items(pid, w.oo, o, v, items, CT_PARAM_DIMS_MAX, &n)) {
+	if (v[0])
+		ct_py_read_str(w->pid, w->o, v[0], dev, sizeof(dev));
+	if (v[1])
+		tensor_meta(w, v[1], &t);
+	if (v[2] && !is_none(w, v[2]) &&
+	    !ct_py_tuple_items(w->pid, w->oo, w->o, v[2], items, CT_PARAM_DIMS_MAX, &n)) {
 		o2 = 0;
 		for (size_t i = 0; i < n && o2 < sizeof(names); i++) {
-			if (ct_py_read_str(pid, o, items[i], name, sizeof(name)))
+			if (ct_py_read_str(w->pid, w->o, items[i], name, sizeof(name)))
 				snprintf(name, sizeof(name), "?");
 			o2 += (size_t)snprintf(names + o2, sizeof(names) - o2, "%s%s",
 					       i ? ", " : "", name);
@@ -496,10 +514,28 @@ int ct_tensor_mesh(pid_t pid, const struct ct_py_offsets *o, const struct ct_tor
 	if (o2 < len)
 		snprintf(buf + o2, len - o2, ")");
 	if (memo) {
-		memo->mesh = mesh;
+		*memo = (struct ct_mesh_memo){.pid = w->pid, .mesh = mesh};
+		memcpy(memo->attrs, v, sizeof(v));
 		snprintf(memo->str, sizeof(memo->str), "%s", buf);
 	}
 	return 0;
+}
+
+int ct_tensor_dist(pid_t pid, const struct ct_py_offsets *o, const struct ct_torch_layout *tl,
+		   uint64_t obj, struct ct_mesh_memo *memo, char *placements, size_t plen,
+		   char *mesh, size_t mlen)
+{
+	struct ct_params sink = {0};
+	struct walk w = {.pid = pid, .o = o, .tl = tl, .out = &sink};
+	struct dist_refs r;
+
+	placements[0] = mesh[0] = '\0';
+	w.oo = ct_py_objoffsets_for(o->major, o->minor);
+	if (!w.oo)
+		return -ENOTSUP;
+	r = dist_refs(&w, obj);
+	placements_str(&w, r.placements, placements, plen);
+	return mesh_str(&w, r.mesh, memo, mesh, mlen);
 }
 
 static struct ct_param *param_slot(struct walk *w)
@@ -564,7 +600,7 @@ static int on_param(void *ctx, uint64_t key, uint64_t value)
 	if (short_type_name(w, value, p->type, sizeof(p->type)))
 		snprintf(p->type, sizeof(p->type), "?");
 	tensor_meta(w, value, p);
-	placements(w, value, p->placements, sizeof(p->placements));
+	placements_str(w, dist_refs(w, value).placements, p->placements, sizeof(p->placements));
 	/* A torch 2.x DTensor: the shape above is the global one, this rank holds a shard. */
 	p->local_ndim = -1;
 	if (!ct_py_getattr(w->pid, w->oo, w->o, value, "_local_tensor", &local)) {

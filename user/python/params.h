@@ -90,18 +90,24 @@ void ct_torch_version(pid_t pid, char *buf, size_t len);
 void ct_tensor_placements(pid_t pid, const struct ct_py_offsets *o, uint64_t obj, char *buf,
 			  size_t len);
 
-/* The mesh described last within one read of several tensors (zeroed before it): the
- * tensors of one op mostly share a mesh, read once then. */
+/* The mesh described last, and the objects it was made from. */
 struct ct_mesh_memo {
-	uint64_t mesh;
+	pid_t pid;
+	uint64_t mesh, attrs[3]; /* its device_type, mesh, mesh_dim_names */
 	char str[192];
 };
 
-/* The device mesh the tensor at obj carries, "DeviceMesh(cpu, shape=[2], dims=(tp))";
- * 0, or -errno (-ENOENT: none). tl: the shape of the mesh, when known. memo: NULL, or
- * what this read of several tensors described last. */
-int ct_tensor_mesh(pid_t pid, const struct ct_py_offsets *o, const struct ct_torch_layout *tl,
-		   uint64_t obj, struct ct_mesh_memo *memo, char *buf, size_t len);
+/*
+ * The placements the tensor at obj carries (`_placements`, `placements`, else its
+ * `_spec`'s) as the repr of their tuple, "" when none could be read; and its device mesh
+ * (`device_mesh`, `_device_mesh`, else `_spec.mesh`), "DeviceMesh(cpu, shape=[2],
+ * dims=(tp))". For the mesh 0, or -errno (-ENOENT: none). tl: the shape of the mesh,
+ * when known. memo: NULL, or the mesh described last: the same mesh holding the same
+ * objects is not read again.
+ */
+int ct_tensor_dist(pid_t pid, const struct ct_py_offsets *o, const struct ct_torch_layout *tl,
+		   uint64_t obj, struct ct_mesh_memo *memo, char *placements, size_t plen,
+		   char *mesh, size_t mlen);
 
 /* The name of a TypeMeta index ("torch.float32"), NULL when unknown. */
 const char *ct_torch_dtype_name(uint16_t dtype);

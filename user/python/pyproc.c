@@ -16,7 +16,7 @@
 #define PY_DEBUG_MAX	   4096	    /* _Py_DebugOffsets is 584 bytes in 3.13 */
 #define PY_DEBUG_FIELD_MAX 0x100000 /* no CPython struct is anywhere near 1 MiB */
 
-int ct_py_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len)
+int ct_py_read_fresh(pid_t pid, uint64_t addr, void *buf, size_t len)
 {
 	struct iovec local = {.iov_base = buf, .iov_len = len};
 	struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
@@ -35,7 +35,8 @@ int ct_py_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len)
 /* Remote iovecs per call: the kernel's UIO_MAXIOV. */
 #define READ_MANY_IOV 1024
 
-int ct_py_read_many(pid_t pid, const uint64_t *addrs, size_t n, size_t len, void *buf, bool *ok)
+static int read_many_fresh(pid_t pid, const uint64_t *addrs, size_t n, size_t len, void *buf,
+			   bool *ok)
 {
 	struct iovec remote[READ_MANY_IOV];
 	size_t i = 0;
@@ -65,6 +66,165 @@ int ct_py_read_many(pid_t pid, const uint64_t *addrs, size_t n, size_t len, void
 		i += done;
 	}
 	return 0;
+}
+
+/*
+ * The snapshot (ct_py_snapshot_begin): aligned lines of the target read whole, direct-mapped.
+ * A line never straddles a page, so it reads whenever any byte of it the caller wanted does.
+ */
+#define SNAP_LINE  1024
+#define SNAP_LINES 64
+
+static _Thread_local struct {
+	pid_t pid;		   /* 0: no snapshot */
+	uint64_t line[SNAP_LINES]; /* address + 1 of the line held, 0 for none */
+	uint8_t data[SNAP_LINES][SNAP_LINE];
+	struct ct_py_snapshot_stats stats;
+} snap;
+
+void ct_py_snapshot_begin(pid_t pid)
+{
+	snap.pid = pid;
+	memset(snap.line, 0, sizeof(snap.line));
+}
+
+void ct_py_snapshot_end(void)
+{
+	snap.pid = 0;
+}
+
+struct ct_py_snapshot_stats ct_py_snapshot_stats(void)
+{
+	return snap.stats;
+}
+
+/* Where the region of len bytes at addr lies in one line: that line's address, else 0. */
+static uint64_t line_of(uint64_t addr, size_t len)
+{
+	uint64_t base = addr & ~(uint64_t)(SNAP_LINE - 1);
+
+	return addr && len <= SNAP_LINE - (addr - base) ? base : 0;
+}
+
+static size_t slot_of(uint64_t base)
+{
+	return (base / SNAP_LINE) % SNAP_LINES;
+}
+
+static const uint8_t *line_held(uint64_t base)
+{
+	return snap.line[slot_of(base)] == base + 1 ? snap.data[slot_of(base)] : NULL;
+}
+
+static void line_keep(uint64_t base, const uint8_t *data)
+{
+	memcpy(snap.data[slot_of(base)], data, SNAP_LINE);
+	snap.line[slot_of(base)] = base + 1;
+	snap.stats.lines_read++;
+}
+
+/* The len bytes at addr, in the line base: from the snapshot, or read into it. */
+static int snap_read(uint64_t base, uint64_t addr, void *buf, size_t len)
+{
+	const uint8_t *held = line_held(base);
+	uint8_t data[SNAP_LINE];
+
+	if (held) {
+		snap.stats.hits++;
+	} else {
+		int err = ct_py_read_fresh(snap.pid, base, data, SNAP_LINE);
+
+		if (err)
+			return err;
+		line_keep(base, data);
+		held = data;
+	}
+	memcpy(buf, held + (addr - base), len);
+	return 0;
+}
+
+int ct_py_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+	uint64_t base = line_of(addr, len);
+	size_t first;
+	int err;
+
+	if (!snap.pid || pid != snap.pid || !addr || !len || len > SNAP_LINE || addr + len < addr)
+		return ct_py_read_fresh(pid, addr, buf, len);
+	if (base)
+		return snap_read(base, addr, buf, len);
+	/* Across two lines: where the second cannot be read, the read is short, as it would be. */
+	first = SNAP_LINE - (size_t)(addr & (SNAP_LINE - 1));
+	err = snap_read(line_of(addr, first), addr, buf, first);
+	return err ? err
+		   : snap_read(addr + first, addr + first, (uint8_t *)buf + first, len - first);
+}
+
+/*
+ * Inside a snapshot: the regions in lines held are copied, the lines missing are read in one
+ * batch and kept, a region across two lines is read as ct_py_read_mem() reads it.
+ */
+int ct_py_read_many(pid_t pid, const uint64_t *addrs, size_t n, size_t len, void *buf, bool *ok)
+{
+	uint64_t *lines;
+	size_t *idx, m = 0;
+	uint8_t *data;
+	bool *lok;
+	int err;
+
+	if (!snap.pid || pid != snap.pid || !len || len > SNAP_LINE || !n)
+		return read_many_fresh(pid, addrs, n, len, buf, ok);
+	lines = malloc(n * sizeof(*lines));
+	idx = malloc(n * sizeof(*idx));
+	data = malloc(n * SNAP_LINE);
+	lok = malloc(n * sizeof(*lok));
+	err = !lines || !idx || !data || !lok ? -ENOMEM : 0;
+	for (size_t i = 0; !err && i < n; i++) {
+		uint64_t base = line_of(addrs[i], len);
+		uint8_t *dst = (uint8_t *)buf + i * len;
+		const uint8_t *held = base ? line_held(base) : NULL;
+
+		idx[i] = SIZE_MAX;
+		if (!base) {
+			ok[i] = !ct_py_read_mem(pid, addrs[i], dst, len);
+		} else if (held) {
+			memcpy(dst, held + (addrs[i] - base), len);
+			ok[i] = true;
+			snap.stats.hits++;
+		} else {
+			size_t j = m;
+
+			/* Keys made together lie together: a line wanted just before is read once.
+			 */
+			while (j > 0 && m - j < 8 && lines[j - 1] != base)
+				j--;
+			if (j > 0 && lines[j - 1] == base) {
+				idx[i] = j - 1;
+			} else {
+				idx[i] = m;
+				lines[m++] = base;
+			}
+		}
+	}
+	if (!err && m)
+		err = read_many_fresh(pid, lines, m, SNAP_LINE, data, lok);
+	/* Copied out before any is kept: two of them may take the same slot. */
+	for (size_t i = 0; !err && i < n; i++) {
+		if (idx[i] == SIZE_MAX)
+			continue;
+		ok[i] = lok[idx[i]];
+		if (ok[i])
+			memcpy((uint8_t *)buf + i * len,
+			       data + idx[i] * SNAP_LINE + (addrs[i] - lines[idx[i]]), len);
+	}
+	for (size_t j = 0; !err && j < m; j++)
+		if (lok[j])
+			line_keep(lines[j], data + j * SNAP_LINE);
+	free(lines);
+	free(idx);
+	free(data);
+	free(lok);
+	return err;
 }
 
 static int parse_minor(const char **pp, int *major, int *minor)

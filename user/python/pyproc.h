@@ -40,8 +40,29 @@ struct ct_pyproc {
  */
 int ct_py_detect(pid_t pid, struct ct_pyproc *out);
 
-/* Copy len bytes at addr of pid with process_vm_readv; 0, or -errno (-EFAULT if short). */
+/*
+ * Copy len bytes at addr of pid with process_vm_readv; 0, or -errno (-EFAULT if short).
+ * Inside a snapshot of pid, from the snapshot.
+ */
 int ct_py_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len);
+
+/* The same, always from the target now, a snapshot or not. */
+int ct_py_read_fresh(pid_t pid, uint64_t addr, void *buf, size_t len);
+
+/*
+ * A snapshot of pid's memory, for a walk that reads the same objects many times (a type's
+ * flags and dict offset for every attribute looked up): until ct_py_snapshot_end(), a
+ * ct_py_read_mem() of pid no longer than a line is served from lines of 128 bytes read once,
+ * so what it returns is what the memory held when the line was first read. Per thread.
+ */
+void ct_py_snapshot_begin(pid_t pid);
+void ct_py_snapshot_end(void);
+
+struct ct_py_snapshot_stats {
+	uint64_t lines_read, hits;
+};
+
+struct ct_py_snapshot_stats ct_py_snapshot_stats(void);
 
 /*
  * Copy len bytes at each of the n addresses into buf (n * len bytes), in as few
