@@ -243,7 +243,7 @@ static int obj_offsets(void)
 	O("kind_unicode", DICT_KEYS_UNICODE);
 	O("kind_split", DICT_KEYS_SPLIT);
 	{
-		/* objects.c: entries at dk_indices + (1 << dk_log2_index_bytes), either kind. */
+		/* pydict.c: entries at dk_indices + (1 << dk_log2_index_bytes), either kind. */
 		PyDictKeysObject *k = (PyDictKeysObject *)mem.c;
 
 		memset(&mem, 0, sizeof(mem));

@@ -533,10 +533,12 @@ static void reshard_placements(struct ct_proc *p, const struct ct_pyframe_raw *f
 	for (int i = npath - 1; i >= 0; i--) {
 		if (path[i].type != CT_NODE_REDISTRIBUTE)
 			continue;
+		ct_py_snapshot_begin(p->pid); /* two specs of one type: its lines read once */
 		ct_tensor_placements(p->pid, &p->py.offsets, f->arg1, buf, sizeof(buf));
 		path[i].src = buf[0] ? ct_intern(buf) : NULL;
 		ct_tensor_placements(p->pid, &p->py.offsets, f->arg2, buf, sizeof(buf));
 		path[i].dst = buf[0] ? ct_intern(buf) : NULL;
+		ct_py_snapshot_end();
 		return;
 	}
 }

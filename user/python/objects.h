@@ -21,10 +21,7 @@
 #include <stdbool.h>
 #include "commtrace/pyabi.h"
 #include "commtrace/pyobjabi.h"
-
-#define CT_PY_DICT_MAX	   4096 /* entries scanned in one dict: bigger is refused (-E2BIG) */
-#define CT_PY_ATTR_MAX	   128	/* longest attribute name ct_py_getattr() looks up */
-#define CT_PY_GETATTRS_MAX 8	/* names ct_py_getattrs() looks up at once */
+#include "python/pydict.h"
 
 /*
  * __name__ of a callable: a builtin's PyMethodDef.ml_name, a Python function's func_name, a
@@ -55,10 +52,6 @@ int ct_py_getattr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_
 int ct_py_getattrs(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
 		   uint64_t obj, const char *const *names, size_t n, uint64_t *values);
 
-/* The str key under which dict (a dict or subclass, e.g. OrderedDict) holds value. */
-int ct_py_dict_key_of(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
-		      uint64_t dict, uint64_t value, char *buf, size_t len);
-
 /*
  * The name of nn.Module child under parent: its key in parent._modules ("fc2", "0"), or,
  * when it is deeper (a ModuleList's item called by its owner's owner), the dotted path of
@@ -67,15 +60,6 @@ int ct_py_dict_key_of(pid_t pid, const struct ct_py_objoffsets *oo, const struct
  */
 int ct_py_module_name(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
 		      uint64_t parent, uint64_t child, char *buf, size_t len);
-
-/*
- * Call fn(ctx, key, value) for each entry of dict (a dict or subclass) in insertion order,
- * up to CT_PY_DICT_MAX entries (more: -E2BIG); fn returns non-zero to stop early. 0 once
- * the walk ended, -errno when the dict could not be read (fn was not called then).
- */
-int ct_py_dict_foreach(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
-		       uint64_t dict, int (*fn)(void *ctx, uint64_t key, uint64_t value),
-		       void *ctx);
 
 /* The items of a tuple (exact type tuple): up to max addresses in items, their count in *n;
  * -E2BIG if it holds more than max. */

@@ -682,7 +682,9 @@ struct ct_params *ct_params_collect(pid_t pid, const struct ct_pyproc *py, uint6
 	ct_torch_version(pid, out->torch_version, sizeof(out->torch_version));
 	w.tl = ct_torch_layout_for(out->torch_version);
 	out->layout_known = w.tl != NULL;
+	ct_py_snapshot_begin(pid); /* the types and dict keys every module shares, read once */
 	out->err = walk_module(&w, root);
+	ct_py_snapshot_end();
 	/* A process that exited meanwhile: say so, whatever the read that failed said. */
 	if (out->err && kill(pid, 0) && errno == ESRCH)
 		out->err = -ESRCH;
