@@ -40,7 +40,7 @@ static int rd64(pid_t pid, uint64_t addr, uint64_t *v)
 }
 
 int ct_py_type_of(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
-		     uint64_t obj, uint64_t *type, uint64_t *flags)
+		  uint64_t obj, uint64_t *type, uint64_t *flags)
 {
 	int err = rd64(pid, obj + o->object_type, type);
 
@@ -51,7 +51,8 @@ int ct_py_type_of(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_
 	return err;
 }
 
-int ct_py_type_tpname(pid_t pid, const struct ct_py_offsets *o, uint64_t type, char *buf, size_t len)
+int ct_py_type_tpname(pid_t pid, const struct ct_py_offsets *o, uint64_t type, char *buf,
+		      size_t len)
 {
 	uint64_t np;
 	int err = rd64(pid, type + o->type_name, &np);
@@ -127,7 +128,7 @@ static int keys_view(pid_t pid, const struct ct_py_objoffsets *oo, uint64_t keys
 
 /* Split values (PyDictValues) of keys; 3.13 says how many it holds. */
 int ct_py_values_view(pid_t pid, const struct ct_py_objoffsets *oo, uint64_t keys, uint64_t values,
-		       struct ct_py_dict_view *v)
+		      struct ct_py_dict_view *v)
 {
 	int err = keys_view(pid, oo, keys, v);
 
@@ -148,7 +149,7 @@ int ct_py_values_view(pid_t pid, const struct ct_py_objoffsets *oo, uint64_t key
 }
 
 int ct_py_dict_view(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
-		     uint64_t dict, struct ct_py_dict_view *v)
+		    uint64_t dict, struct ct_py_dict_view *v)
 {
 	uint64_t type, flags, keys, values;
 	int err = ct_py_type_of(pid, oo, o, dict, &type, &flags);
@@ -270,7 +271,6 @@ out:
 	return err;
 }
 
-
 /* Walk the entries: 0 when all were seen, what fn returned when it stopped the walk,
  * -errno when they could not be read. */
 static int dict_walk(pid_t pid, const struct ct_py_dict_view *v, entry_fn fn, void *ctx)
@@ -291,8 +291,8 @@ static int dict_walk(pid_t pid, const struct ct_py_dict_view *v, entry_fn fn, vo
  * data read at once (one process_vm_readv for the whole dict, where a key at a time cost one
  * each), then compared. -ENOENT when none is found.
  */
-static int dict_find_names(pid_t pid, const struct ct_py_offsets *o, const struct ct_py_dict_view *v,
-			   struct ct_py_dict_match *m)
+static int dict_find_names(pid_t pid, const struct ct_py_offsets *o,
+			   const struct ct_py_dict_view *v, struct ct_py_dict_match *m)
 {
 	size_t kb = key_bytes(o, m);
 	uint64_t *keys, *vals;
@@ -342,7 +342,7 @@ static int match_entry(void *ctx, uint64_t key, uint64_t val)
 
 /* Walk the entries until m is satisfied: by names, or by value. */
 int ct_py_dict_scan(pid_t pid, const struct ct_py_offsets *o, const struct ct_py_dict_view *v,
-		     struct ct_py_dict_match *m)
+		    struct ct_py_dict_match *m)
 {
 	int err;
 

@@ -39,7 +39,6 @@ struct ct_py_dict_match {
 	uint64_t found_key, found_value; /* by value */
 };
 
-
 /* m looking for names, which must be short ASCII names: 0, or -EINVAL. */
 int ct_py_match_names(struct ct_py_dict_match *m, const char *const *names, size_t n);
 
@@ -54,8 +53,8 @@ int ct_py_type_tpname(pid_t pid, const struct ct_py_offsets *o, uint64_t type, c
 /* The view of the dict (or subclass) at dict; of split values of keys. */
 int ct_py_dict_view(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
 		    uint64_t dict, struct ct_py_dict_view *v);
-int ct_py_values_view(pid_t pid, const struct ct_py_objoffsets *oo, uint64_t keys,
-		      uint64_t values, struct ct_py_dict_view *v);
+int ct_py_values_view(pid_t pid, const struct ct_py_objoffsets *oo, uint64_t keys, uint64_t values,
+		      struct ct_py_dict_view *v);
 
 /* Scan v until m is satisfied: by names (m->found; -ENOENT when none is), or by value. */
 int ct_py_dict_scan(pid_t pid, const struct ct_py_offsets *o, const struct ct_py_dict_view *v,
