@@ -178,24 +178,38 @@ static __always_inline struct ct_thread *thread_state(__u32 tid)
 	return t;
 }
 
+struct pop_ctx {
+	struct ct_thread *t;
+	__u64 sp;
+};
+
+static long pop_cb(__u64 i, void *data)
+{
+	struct pop_ctx *c = data;
+	__u32 depth = c->t->depth;
+
+	if (depth == 0 || depth > CT_MAX_DEPTH)
+		return 1;
+	if (c->t->frames[(depth - 1) & (CT_MAX_DEPTH - 1)].sp > c->sp)
+		return 1;
+	c->t->depth = depth - 1;
+	count_drop(CT_DROP_UNPAIRED);
+	return 0;
+}
+
 /*
  * Frames whose stack pointer lies at or below the current one were left by an
  * unwind (C++ exception, longjmp) that skipped their return probe: the kernel
- * drops those return instances, so the frames would never be popped.
+ * drops those return instances, so the frames would never be popped. Popped in
+ * t->depth by a bpf_loop: a loop here, each exit with its own depth, had the verifier
+ * go through all that follows once per depth.
  */
 static __always_inline __u32 pop_stale(struct ct_thread *t, __u64 sp)
 {
-	__u32 depth = t->depth;
+	struct pop_ctx c = {.t = t, .sp = sp};
 
-	for (int i = 0; i < CT_MAX_DEPTH; i++) {
-		if (depth == 0 || depth > CT_MAX_DEPTH)
-			break;
-		if (t->frames[(depth - 1) & (CT_MAX_DEPTH - 1)].sp > sp)
-			break;
-		depth--;
-		count_drop(CT_DROP_UNPAIRED);
-	}
-	return depth;
+	bpf_loop(CT_MAX_DEPTH, pop_cb, &c, 0);
+	return t->depth;
 }
 
 /* Call records carry a Python stack of up to 3 KiB: built here, then copied to the ring. */

@@ -141,19 +141,36 @@ static __always_inline __u64 args_first(const struct ct_pyproc_bpf *pp, __u64 ar
 	return is_tuple(pp, args) ? tuple_item(pp, args, rd64(args + pp->vals.var_size), 0) : 0;
 }
 
-struct walk {
-	const struct ct_pyproc_bpf *pp;
-	const struct ct_py_offsets *o;
-	struct ct_pystack *st;
+/*
+ * What the walk changes as it goes, in a map value rather than on the stack: the verifier
+ * tracks stack slots exactly, so every combination of their values made walk_cb a new
+ * state to verify, iteration after iteration (over the 1M-instruction limit on 6.18's
+ * verifier); a map value's words are plain scalars to it, and walk_cb converges at once.
+ */
+struct walk_state {
 	__u64 frame;
-	__u64 cell_type;
 	__u64 helper;	 /* the first local of the outermost helper frame seen */
 	__u64 opcall;	 /* the first argument of the innermost torch op called from Python */
 	__u64 last_code; /* the code object whose bytes were read last, and its ident */
 	__u64 last_ident;
 	__u64 file_checked, file_hash; /* the file name checked last, and its hash */
+	__u64 unknown;		       /* a frame whose code object is not known as resolved */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct walk_state);
+} walkbuf SEC(".maps");
+
+struct walk {
+	const struct ct_pyproc_bpf *pp;
+	const struct ct_py_offsets *o;
+	struct ct_pystack *st;
+	struct walk_state *s;
+	__u64 cell_type;
 	__u32 tgid;
-	bool unknown; /* a frame whose code object is not known as resolved */
 };
 
 /*
@@ -189,7 +206,7 @@ static __always_inline const struct ct_pycode_val *known_code(struct walk *w, __
 {
 	struct ct_pycode_key k = {.tgid = w->tgid, .code = code};
 
-	return w->unknown ? NULL : bpf_map_lookup_elem(&pycodes, &k);
+	return w->s->unknown ? NULL : bpf_map_lookup_elem(&pycodes, &k);
 }
 
 /* A code object's bytes from code_lo into buf (CT_HEAD_MASK + 1 + 8 bytes). */
@@ -247,9 +264,9 @@ static __always_inline void check_code(struct walk *w, const struct ct_pycode_va
 	__u16 lo = pp->code_lo, name;
 	__u32 first = 0;
 
-	if (w->unknown)
+	if (w->s->unknown)
 		return;
-	w->unknown = true;
+	w->s->unknown = true;
 	if (!v || (v->flags & CT_PYC_LIVE))
 		return;
 	if (fresh) {
@@ -262,17 +279,18 @@ static __always_inline void check_code(struct walk *w, const struct ct_pycode_va
 			return;
 		/* 3.10/3.11: the file's hash, once per file name on this stack (alive: the code
 		 * objects that hold it are on it) */
-		if (v->ident2 && (v->filename != w->file_checked || v->ident2 != w->file_hash)) {
+		if (v->ident2 &&
+		    (v->filename != w->s->file_checked || v->ident2 != w->s->file_hash)) {
 			if (rd64(v->filename + o->unicode_hash) != v->ident2)
 				return;
-			w->file_checked = v->filename;
-			w->file_hash = v->ident2;
+			w->s->file_checked = v->filename;
+			w->s->file_hash = v->ident2;
 		}
 	}
 	/* A helper's tensor is described here; without torch's layout in BPF, by user space. */
 	if ((v->flags & (CT_PYC_HELPER | CT_PYC_OPCALL)) && !pp->vals.ti_dtype)
 		return;
-	w->unknown = false;
+	w->s->unknown = false;
 }
 
 static long walk_cb(__u64 i, void *data)
@@ -280,7 +298,7 @@ static long walk_cb(__u64 i, void *data)
 	struct walk *w = data;
 	const struct ct_py_offsets *o = w->o;
 	struct ct_pystack *st = w->st;
-	__u64 frame = w->frame;
+	__u64 frame = w->s->frame;
 	__u8 head[CT_HEAD_MASK + 1 + 8];
 	const struct ct_pyproc_bpf *pp = w->pp;
 	const struct ct_pycode_val *kv;
@@ -295,10 +313,10 @@ static long walk_cb(__u64 i, void *data)
 		return 1;
 	}
 	if (bpf_probe_read_user(head, CT_FRAME_HEAD, (void *)frame)) {
-		w->frame = 0;
+		w->s->frame = 0;
 		return 1;
 	}
-	w->frame = head_u64(head, frame, o->frame_previous);
+	w->s->frame = head_u64(head, frame, o->frame_previous);
 	/* 3.12+: a shim frame on the C stack carries no Python code. */
 	if (o->frame_owner < CT_FRAME_HEAD &&
 	    head[o->frame_owner & CT_HEAD_MASK] == o->owner_cstack)
@@ -316,18 +334,18 @@ static long walk_cb(__u64 i, void *data)
 	st->nframes = n + 1;
 	/* The code object's bytes, once per frame (a recursion reuses the last): which object
 	 * it is goes with the frame, so that a reused address is never named as the old one. */
-	fresh = code != w->last_code && read_span(pp, code, head);
+	fresh = code != w->s->last_code && read_span(pp, code, head);
 	if (fresh) {
-		w->last_code = code;
-		w->last_ident = code_ident(w, head);
-	} else if (code != w->last_code) {
-		w->last_code = 0;
-		w->last_ident = 0;
-		w->unknown = true; /* unreadable: nothing to check it by */
+		w->s->last_code = code;
+		w->s->last_ident = code_ident(w, head);
+	} else if (code != w->s->last_code) {
+		w->s->last_code = 0;
+		w->s->last_ident = 0;
+		w->s->unknown = true; /* unreadable: nothing to check it by */
 	}
-	st->frames[n].ident = w->last_ident;
-	check_code(w, kv, head, fresh, w->last_ident);
-	known = !w->unknown && kv;
+	st->frames[n].ident = w->s->last_ident;
+	check_code(w, kv, head, fresh, w->s->last_ident);
+	known = !w->s->unknown && kv;
 	/* Read now: the cell dies with the call (torch 2.x's Module._call_impl has one). Not
 	 * for a known code object whose first local names nothing. */
 	if (self && w->cell_type && (!known || (kv->flags & CT_PYC_SELF)) &&
@@ -335,9 +353,9 @@ static long walk_cb(__u64 i, void *data)
 		self = rd64(self + o->object_type + 8); /* PyCellObject.ob_ref */
 	st->frames[n].self = self;
 	if (known && (kv->flags & CT_PYC_HELPER))
-		w->helper = self;
-	if (known && (kv->flags & CT_PYC_OPCALL) && !w->opcall)
-		w->opcall = args_first(w->pp, st->frames[n].arg1);
+		w->s->helper = self;
+	if (known && (kv->flags & CT_PYC_OPCALL) && !w->s->opcall)
+		w->s->opcall = args_first(w->pp, st->frames[n].arg1);
 	return 0;
 }
 
@@ -348,11 +366,13 @@ static __always_inline void walk_python(__u32 tgid, __u32 tid, struct ct_pystack
 	struct task_struct *task;
 	struct find_ts f = {};
 	struct walk w = {};
-	__u64 *cached, ts = 0, frame;
+	__u64 *cached, ts = 0, frame, helper;
+	__u32 zero = 0;
 
 	st->nframes = 0;
 	st->flags = 0;
-	if (!pp)
+	w.s = bpf_map_lookup_elem(&walkbuf, &zero);
+	if (!pp || !w.s)
 		return;
 	st->flags |= CT_PYS_PYTHON;
 	task = bpf_get_current_task_btf();
@@ -381,19 +401,19 @@ static __always_inline void walk_python(__u32 tgid, __u32 tid, struct ct_pystack
 	w.o = &pp->off;
 	w.cell_type = pp->cell_type;
 	w.st = st;
-	w.frame = frame;
+	__builtin_memset(w.s, 0, sizeof(*w.s));
+	w.s->frame = frame;
 	w.tgid = tgid;
 	bpf_loop(CT_PY_MAX_FRAMES + 1, walk_cb, &w, 0);
-	if (w.frame)
+	if (w.s->frame)
 		st->flags |= CT_PYS_TRUNCATED;
-	if (w.unknown || !st->nframes)
+	if (w.s->unknown || !st->nframes)
 		return;
 	st->flags |= CT_PYS_KNOWN;
-	if (!w.helper)
-		w.helper = w.opcall; /* torch.compile's code: the op it called */
-	if (w.helper) {
+	helper = w.s->helper ? w.s->helper : w.s->opcall; /* opcall: torch.compile's code */
+	if (helper) {
 		__builtin_memset(&st->helper, 0, sizeof(st->helper));
-		describe_val(pp, w.helper, &st->helper);
+		describe_val(pp, helper, &st->helper);
 		st->flags |= CT_PYS_HELPER;
 	}
 }
