@@ -550,6 +550,32 @@ int ct_bpf_trace_pid(struct ct_session *s, pid_t pid)
 	return 0;
 }
 
+/*
+ * How much of the verifier's budget each loaded program took (bpf_prog_info.verified_insns,
+ * Linux 5.16+): a program near the limit on one kernel is refused by the next one's verifier.
+ */
+void ct_bpf_print_verified(const struct ct_session *s)
+{
+	struct bpf_program *prog;
+	const char *sep = "";
+
+	fprintf(stderr,
+		"commtrace-bpf: instructions verified (of the verifier's %d):", CT_VERIFIER_LIMIT);
+	bpf_object__for_each_program(prog, s->skel->obj)
+	{
+		struct bpf_prog_info info;
+		__u32 len = sizeof(info);
+		int fd = bpf_program__fd(prog);
+
+		memset(&info, 0, sizeof(info));
+		if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len) || !info.verified_insns)
+			continue;
+		fprintf(stderr, "%s %s %u", sep, bpf_program__name(prog), info.verified_insns);
+		sep = ",";
+	}
+	fprintf(stderr, "\n");
+}
+
 void ct_bpf_read_drops(struct ct_session *s)
 {
 	int ncpu = libbpf_num_possible_cpus(), fd;

@@ -71,6 +71,9 @@ int ct_bpf_attach_entry(struct ct_session *s, pid_t pid, const char *path, uint6
 int ct_bpf_attach_pyops(struct ct_session *s, pid_t pid, const char *path, uint64_t off,
 			struct ct_links *out);
 void ct_bpf_read_drops(struct ct_session *s);
+#define CT_VERIFIER_LIMIT 1000000 /* instructions the kernel's verifier goes through, at most */
+/* Each loaded program's verified instructions, on stderr (--check). */
+void ct_bpf_print_verified(const struct ct_session *s);
 void ct_bpf_close(struct ct_session *s);
 /* Why BPF cannot be used here (missing capability, …), or NULL when it can. */
 const char *ct_bpf_unavailable_reason(void);

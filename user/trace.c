@@ -496,13 +496,20 @@ int ct_trace_main(int argc, char **argv)
 	if (o.check) {
 		const char *why = ct_bpf_unavailable_reason();
 
-		if (!why && ct_bpf_open_load(&s, NULL))
-			why = "the BPF programs did not load (see the messages above)";
-		ct_bpf_close(&s);
 		if (why) {
 			fprintf(stderr, "commtrace-bpf: BPF unavailable: %s\n", why);
 			return CT_EXIT_NOPRIV;
 		}
+		/* Refused with every capability and BTF there: a bug to report, not a setup. */
+		if (ct_bpf_open_load(&s, NULL)) {
+			ct_bpf_close(&s);
+			fprintf(stderr,
+				"commtrace-bpf: this kernel refused the BPF programs (the "
+				"verifier's reason is above); please report it with `uname -r`\n");
+			return CT_EXIT_FAIL;
+		}
+		ct_bpf_print_verified(&s);
+		ct_bpf_close(&s);
 		fprintf(stderr, "commtrace-bpf: BPF uprobes usable (%s)\n",
 			s.uprobe_multi
 			    ? "uprobe_multi links: one per library and process"
