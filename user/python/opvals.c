@@ -8,6 +8,7 @@
 #include "python/opvals.h"
 #include "python/params.h"
 #include "python/symbolize.h"
+#include "util/hash.h"
 #include "util/intern.h"
 
 #define TYPE_CACHE     1024 /* (pid, type) slots, direct-mapped */
@@ -57,7 +58,7 @@ static const struct type_slot *classify(struct ct_opvals_cache *c, pid_t pid,
 					const struct ct_py_offsets *o, uint64_t type)
 {
 	const struct ct_py_objoffsets *oo = ct_py_objoffsets_for(o->major, o->minor);
-	struct type_slot *s = &c->slots[((type >> 4) ^ (uint64_t)pid) % TYPE_CACHE];
+	struct type_slot *s = &c->slots[ct_hash_mix(type, (uint64_t)pid) % TYPE_CACHE];
 	char name[TYPE_NAME_MAX], base[TYPE_NAME_MAX];
 	const char *dot;
 	uint64_t t = type;
@@ -115,13 +116,11 @@ static void tensor_fields(const struct ct_op_val *r, struct ct_value *v)
 	memcpy(v->shape, shape, sizeof(shape[0]) * (size_t)ndim);
 }
 
-/* The object still has its type and a sane reference count (ob_refcnt, ob_type). */
-static bool looks_alive(pid_t pid, const struct ct_op_val *r)
+/* An object's head (ob_refcnt, ob_type) says it is still the one BPF saw: its type, a sane
+ * reference count (a freed block's first word is a free list pointer). */
+static bool head_alive(const uint64_t *head, const struct ct_op_val *r)
 {
-	uint64_t head[2] = {0, 0};
-
-	return !ct_py_read_fresh(pid, r->obj, head, sizeof(head)) && head[1] == r->type &&
-	       head[0] >= 1 && head[0] <= UINT32_MAX;
+	return head[1] == r->type && head[0] >= 1 && head[0] <= UINT32_MAX;
 }
 
 void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_pyproc *py,
@@ -131,6 +130,9 @@ void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_py
 	_Static_assert(CT_VALUE_DIMS == CT_OP_DIMS && CT_VALUES_MAX == CT_OP_VALS,
 		       "tree.h and abi.h agree");
 	char pl[PLACEMENTS_MAX], mesh[sizeof(c->mesh.str)];
+	uint64_t heads[CT_OP_VALS][2], addrs[CT_OP_VALS];
+	bool ok[CT_OP_VALS], dtensor[CT_OP_VALS] = {false};
+	int idx[CT_OP_VALS], nread = 0;
 
 	memset(out, 0, sizeof(*out));
 	ct_py_snapshot_begin(pid); /* the tensors' types and specs, read once for all */
@@ -138,11 +140,11 @@ void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_py
 	out->tuple = raw->tuple;
 	out->n = raw->n > CT_OP_VALS ? CT_OP_VALS : raw->n;
 	for (int i = 0; i < out->n; i++) {
-		bool dtensor;
 		const struct ct_op_val *r = &raw->v[i];
 		struct ct_value *v = &out->v[i];
 		const struct type_slot *t =
 		    r->type ? classify(c, pid, &py->offsets, r->type) : NULL;
+		uint64_t head[2] = {0, 0};
 
 		v->ndim = -1;
 		v->kind = t ? t->kind : ct_intern("?");
@@ -151,25 +153,36 @@ void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_py
 		tensor_fields(r, v);
 		/*
 		 * Placements and mesh are read now, from user space: only while the object still
-		 * looks alive (its type, a sane reference count; a freed block's first word is a
-		 * free list pointer), before and after the reads (one being deallocated has a
-		 * count of 0 while its attributes go). An object freed meanwhile gets neither;
-		 * one whose memory was reused by another tensor of the same type would give
-		 * that one's.
+		 * looks alive, before the reads (its head's line, which the reads need, is read
+		 * first) and after them (one being deallocated has a count of 0 while its
+		 * attributes go). An object freed meanwhile gets neither; one whose memory was
+		 * reused by another tensor of the same type would give that one's.
 		 */
-		dtensor = !strcmp(t->kind, "DTensor");
-		if (looks_alive(pid, r)) {
+		dtensor[i] = !strcmp(t->kind, "DTensor");
+		if (!ct_py_read_mem(pid, r->obj, head, sizeof(head)) && head_alive(head, r)) {
 			if (!ct_tensor_dist(pid, &py->offsets, tl, r->obj, &c->mesh, pl, sizeof(pl),
 					    mesh, sizeof(mesh)))
 				v->mesh = ct_intern(mesh);
 			if (pl[0])
 				v->placements = ct_intern(pl);
-			/* A DTensor has both: one without was torn down while it was read. */
-			if (looks_alive(pid, r) && (!dtensor || (v->placements && v->mesh)))
-				continue;
+			idx[nread] = i;
+			addrs[nread++] = r->obj;
+			continue;
 		}
-		v->placements = v->mesh = NULL;
 		v->freed = 1;
 	}
 	ct_py_snapshot_end();
+	/* Alive after: the heads of all the op's tensors read again now, in one call. */
+	if (nread && ct_py_read_many(pid, addrs, (size_t)nread, sizeof(heads[0]), heads, ok))
+		memset(ok, 0, sizeof(ok));
+	for (int k = 0; k < nread; k++) {
+		struct ct_value *v = &out->v[idx[k]];
+
+		/* A DTensor has both: one without was torn down while it was read. */
+		if (ok[k] && head_alive(heads[k], &raw->v[idx[k]]) &&
+		    (!dtensor[idx[k]] || (v->placements && v->mesh)))
+			continue;
+		v->placements = v->mesh = NULL;
+		v->freed = 1;
+	}
 }

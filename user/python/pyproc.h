@@ -52,7 +52,7 @@ int ct_py_read_fresh(pid_t pid, uint64_t addr, void *buf, size_t len);
 /*
  * A snapshot of pid's memory, for a walk that reads the same objects many times (a type's
  * flags and dict offset for every attribute looked up): until ct_py_snapshot_end(), a
- * ct_py_read_mem() of pid no longer than a line is served from lines of 128 bytes read once,
+ * ct_py_read_mem() of pid no longer than a line is served from lines of 1 KiB read once,
  * so what it returns is what the memory held when the line was first read. Per thread.
  */
 void ct_py_snapshot_begin(pid_t pid);
