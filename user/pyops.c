@@ -9,6 +9,7 @@
 #include "commtrace/pyoffsets.h"
 #include "python/objects.h"
 #include "python/opvals.h"
+#include "util/hash.h"
 #include "util/log.h"
 
 /* --ops: tell BPF whether to keep sending this code object's calls, and for an op with
@@ -49,7 +50,7 @@ static const struct ct_op_vals *vals_of(const struct ct_op_event *ev)
 static int wrapped_code(struct ct_pystate *st, struct ct_proc *p, uint64_t func, uint64_t *code)
 {
 	const struct ct_py_objoffsets *oo = ct_py_objoffsets_for(p->py.major, p->py.minor);
-	struct wrap_slot *w = &st->wraps[(func >> 4 ^ (uint64_t)p->pid) % WRAP_CACHE];
+	struct wrap_slot *w = &st->wraps[ct_hash_mix(func, (uint64_t)p->pid) % WRAP_CACHE];
 	uint64_t fn;
 	int rc;
 

@@ -25,6 +25,7 @@
 #include "python/symbolize.h"
 #include "target/proc.h"
 #include "targets.h"
+#include "util/hash.h"
 #include "util/intern.h"
 #include "util/log.h"
 
@@ -278,7 +279,7 @@ int ct_py_attach_proc(struct ct_session *s, struct ct_proc *p)
 static const struct role_slot *role_slot_of(struct ct_pystate *st, pid_t pid, uint64_t code,
 					    const struct ct_pyframe *f)
 {
-	struct role_slot *r = &st->roles[(code >> 4 ^ (uint64_t)pid) % ROLE_CACHE];
+	struct role_slot *r = &st->roles[ct_hash_mix(code, (uint64_t)pid) % ROLE_CACHE];
 	const char *dot;
 
 	/* The symbolizer validated the code object; a stale slot is just recomputed. */
@@ -320,15 +321,24 @@ static const char *frame_name(const struct ct_rule *r, const struct ct_pyframe *
 static struct name_slot *name_slot(struct ct_pystate *st, pid_t pid, uint64_t parent, uint64_t obj,
 				   bool *hit)
 {
-	struct name_slot *n = &st->names[((obj >> 4) ^ (parent >> 3) ^ (uint64_t)pid) % NAME_CACHE];
+	size_t set = ct_hash_mix(obj ^ ((uint64_t)(uint32_t)pid << 48), parent) %
+		     (NAME_CACHE / NAME_WAYS) * NAME_WAYS;
+	struct name_slot *n = &st->names[set], *victim = n;
 
-	*hit = n->name && n->pid == pid && n->parent == parent && n->obj == obj;
+	*hit = false;
+	for (int i = 0; i < NAME_WAYS; i++) {
+		if (n[i].name && n[i].pid == pid && n[i].parent == parent && n[i].obj == obj) {
+			*hit = true;
+			victim = &n[i];
+			break;
+		}
+		if (n[i].used < victim->used)
+			victim = &n[i];
+	}
 	if (!*hit)
-		n->fallback = 0;
-	n->pid = pid;
-	n->parent = parent;
-	n->obj = obj;
-	return n;
+		*victim = (struct name_slot){.pid = pid, .parent = parent, .obj = obj};
+	victim->used = ++st->name_clock;
+	return victim;
 }
 
 const char *ct_pys_object_label(struct ct_pystate *st, struct ct_proc *p, uint64_t obj,

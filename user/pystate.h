@@ -27,14 +27,17 @@ struct role_slot {
 	int valid;
 };
 
-/* Names of objects (modules in their parent, ops), by (pid, parent, object). */
+/* Names of objects (modules in their parent, ops), by (pid, parent, object): sets of
+ * NAME_WAYS slots, the least recently used one replaced. */
 #define NAME_CACHE 1024
+#define NAME_WAYS  4
 
 struct name_slot {
 	pid_t pid;
 	uint64_t parent, obj;
 	const char *name;
 	unsigned int fallback; /* module_label: lookups that fell back to the class name */
+	uint64_t used;	       /* ct_pystate.name_clock at its last use */
 };
 
 /* --ops: the function a functools.wraps wrapper wraps, as its code object, by (pid, wrapper
@@ -52,6 +55,7 @@ struct ct_pystate {
 	struct ct_profiles profiles;
 	struct role_slot roles[ROLE_CACHE];
 	struct name_slot names[NAME_CACHE];
+	uint64_t name_clock;
 	struct wrap_slot wraps[WRAP_CACHE];
 	struct ct_py_counts counts;
 	struct ct_ops_stats ops;
