@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "python/autograd.h"
+#include "util/hash.h"
 #include "util/log.h"
 
 #define CTX_SETS 2048 /* 4 ways each: 8192 contexts */
@@ -51,8 +52,7 @@ struct ct_autograd_stats *ct_ctxtab_stats(struct ct_ctxtab *t)
 
 static struct ctx_slot *set_of(const struct ct_ctxtab *t, pid_t pid, uint64_t ctx)
 {
-	return (struct ctx_slot *)
-	    t->slots[((ctx >> 4) ^ (uint64_t)pid * 0x9e3779b97f4a7c15ULL) % CTX_SETS];
+	return (struct ctx_slot *)t->slots[ct_hash_mix(ctx, (uint64_t)pid) % CTX_SETS];
 }
 
 static struct ctx_slot *lookup(const struct ct_ctxtab *t, pid_t pid, uint64_t ctx)

@@ -11,6 +11,7 @@
 #include "python/pydict.h"
 #include "python/pyproc.h"
 #include "python/symbolize.h"
+#include "util/hash.h"
 
 #define PY_CALLABLE_DEPTH 2 /* a bound method of a bound method is as deep as it goes */
 
@@ -175,7 +176,7 @@ static int slot_attr(pid_t pid, const struct ct_py_objoffsets *oo, const struct 
 		return err;
 	if (m->lens[0] < SLOT_MEMO_NAME &&
 	    !ct_py_read_mem(pid, type + oo->type_version_tag, &tag, sizeof(tag)) && tag) {
-		uint64_t h = (type >> 4) ^ tag ^ (uint64_t)pid * 0x9e3779b97f4a7c15ULL;
+		uint64_t h = ct_hash_mix(type ^ tag, (uint64_t)pid);
 
 		for (size_t i = 0; i < m->lens[0]; i++)
 			h = h * 31 + (unsigned char)name[i];

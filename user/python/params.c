@@ -35,6 +35,7 @@
 #include "python/symbolize.h"
 #include "target/proc.h"
 #include "tree.h"
+#include "util/hash.h"
 
 #define TI_HDR_MAX	256   /* TensorImpl bytes read per tensor (the fields above) */
 #define SEEN_SLOTS	32768 /* >= 2 * (CT_PARAMS_MAX + CT_PARAMS_MODULES), a power of 2 */
@@ -259,7 +260,7 @@ struct walk {
 /* Mark addr visited: true if it was already (a module shared or in a cycle). */
 static bool seen_before(struct walk *w, uint64_t addr)
 {
-	uint64_t h = (addr >> 4) * 0x9e3779b97f4a7c15ULL;
+	uint64_t h = ct_hash_mix(addr, 0);
 
 	for (uint32_t i = 0; i < SEEN_SLOTS; i++) {
 		uint64_t *s = &w->seen[(h + i) & (SEEN_SLOTS - 1)];

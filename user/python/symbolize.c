@@ -12,6 +12,7 @@
 #include "python/pyproc.h"
 #include "python/symbolize.h"
 #include "tree.h"
+#include "util/hash.h"
 #include "util/intern.h"
 
 #define PY_TYPE_SLOTS	64	  /* processes whose str/code/bytes type pointers are remembered */
@@ -398,12 +399,7 @@ int ct_py_linetable_line(int minor, const uint8_t *tab, size_t len, int firstlin
 
 static unsigned int bucket_of(const struct ct_pysym_cache *c, pid_t pid, uint64_t code)
 {
-	uint64_t h = (code >> 4) ^ ((uint64_t)(uint32_t)pid * 0x9e3779b97f4a7c15ULL);
-
-	h ^= h >> 29;
-	h *= 0xbf58476d1ce4e5b9ULL;
-	h ^= h >> 32;
-	return (unsigned int)h & (c->nbuckets - 1);
+	return (unsigned int)ct_hash_mix(code, (uint64_t)(uint32_t)pid) & (c->nbuckets - 1);
 }
 
 struct ct_pysym_cache *ct_pysym_cache_new(unsigned int capacity)
