@@ -26,7 +26,7 @@ CJSON_CFLAGS := $(shell pkg-config --cflags libcjson 2>/dev/null || echo -I/usr/
 CFLAGS   ?= -O2 -g
 CFLAGS   += $(SAN_FLAGS) -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
 	    -MMD -MP -Iinclude -Iuser -I$(OUTPUT) $(CJSON_CFLAGS)
-LDLIBS   += -lbpf -lelf -lz -lcjson -lmicrohttpd -lstdc++ -lpthread -lm
+LDLIBS   += -lbpf -lelf -lz -lcjson -lmicrohttpd -liberty -lpthread -lm
 
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -Ivmlinux/$(ARCH) -Iinclude \
 	      -I/usr/include/$(shell uname -m)-linux-gnu -Wall -Wno-unused-function

@@ -16,6 +16,8 @@ pkgs=(
 	# fuzzing (libFuzzer runtime) and the Gloo headers the offsets are generated from
 	libclang-rt-14-dev libgloo-dev
 	libstdc++-12-dev
+	# C++ names (libiberty: the demangler with a bound on its output)
+	libiberty-dev
 	# lint
 	clang-format clang-tidy cppcheck
 	# test targets: real Open MPI, real PyTorch with Gloo, mpi4py

@@ -535,6 +535,51 @@ TEST(elf_demangle)
 	ASSERT_TRUE(ct_demangle_qualified("_Zgarbage") == NULL, "invalid");
 }
 
+/* "_Z1fI1AIiiE" then n template arguments A<X, X>, X the argument before: each doubles the
+ * text, so the name is 12 bytes a level and its demangled text 2^n long. */
+static void doubling_name(char *buf, size_t size, int n)
+{
+	static const char digits[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+	size_t o = (size_t)snprintf(buf, size, "_Z1fI1AIiiE");
+	int i;
+
+	for (i = 0; i < n; i++) {
+		int k = 2 * i + 1; /* the substitution of the previous A<...> (base 36) */
+		char ref[8];
+
+		if (k < 36)
+			snprintf(ref, sizeof(ref), "S%c_", digits[k]);
+		else
+			snprintf(ref, sizeof(ref), "S%c%c_", digits[k / 36], digits[k % 36]);
+		o += (size_t)snprintf(buf + o, size - o, "1AI%s%sE", ref, ref);
+	}
+	snprintf(buf + o, size - o, "Evv");
+}
+
+TEST(elf_demangle_bounded)
+{
+	char name[1024];
+	char *d;
+
+	doubling_name(name, sizeof(name), 2);
+	d = ct_demangle(name);
+	ASSERT_STREQ(d,
+		     "void f<A<int, int>, A<A<int, int>, A<int, int> >, "
+		     "A<A<A<int, int>, A<int, int> >, A<A<int, int>, A<int, int> > > >()",
+		     "two levels");
+	free(d);
+	/* 11 levels: about 136 KiB of text, under the bound. */
+	doubling_name(name, sizeof(name), 11);
+	d = ct_demangle(name);
+	ASSERT_TRUE(d && strlen(d) > 64 * 1024 && strlen(d) < CT_DEMANGLE_MAX, "11 levels");
+	free(d);
+	/* 40 levels (495 bytes) ask for 2^40 times as much: refused, and at once (the
+	 * fuzzer found such a name hanging __cxa_demangle for 20 minutes). */
+	doubling_name(name, sizeof(name), 40);
+	ASSERT_TRUE(ct_demangle(name) == NULL, "40 levels refused");
+	ASSERT_TRUE(ct_demangle_qualified(name) == NULL, "40 levels, qualified");
+}
+
 TEST(elf_open_errors)
 {
 	char err[256] = "";

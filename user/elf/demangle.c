@@ -1,33 +1,75 @@
 // SPDX-License-Identifier: MIT
 /*
- * C++ names: libstdc++'s demangler, then a small scanner that reduces the
+ * C++ names: libiberty's demangler, then a small scanner that reduces the
  * demangled text to the qualified name a user types ("ns::Cls::fn"): no return
  * type, no parameter list, no cv/ref-qualifiers, no template arguments, no
  * ABI tags, no "[clone .cold]" suffix.
+ *
+ * The names come from the target's libraries, so they are untrusted input. A
+ * mangled name expands through its back-references: each "1AIS1_S1_E" doubles
+ * the text, and 250 bytes of it ask for 140 MB (35 more bytes, 70 GB: a tracer
+ * that never attaches). libstdc++'s __cxa_demangle has no bound on its output.
+ * libiberty's callback entry point is the same demangler (the one behind
+ * __cxa_demangle, with the same options) but hands its text over in pieces and
+ * allocates nothing itself (its tables are on the stack, sized by the name), so
+ * this file stops it with longjmp once the text passes CT_DEMANGLE_MAX.
  */
 #include <ctype.h>
+#include <libiberty/demangle.h>
+#include <setjmp.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "elf/elfsym.h"
 
-/* libstdc++'s abi::__cxa_demangle has C linkage; declared here to keep this file C. */
-char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+struct dm_out {
+	char *buf;
+	size_t len, cap;
+	jmp_buf stop;
+};
+
+static void dm_append(const char *s, size_t n, void *opaque)
+{
+	struct dm_out *o = opaque;
+
+	if (n >= CT_DEMANGLE_MAX - o->len)
+		longjmp(o->stop, 1);
+	if (o->len + n + 1 > o->cap) {
+		size_t cap = o->cap ? o->cap : 256;
+		char *nb;
+
+		while (cap < o->len + n + 1)
+			cap *= 2;
+		nb = realloc(o->buf, cap);
+		if (!nb)
+			longjmp(o->stop, 1);
+		o->buf = nb;
+		o->cap = cap;
+	}
+	memcpy(o->buf + o->len, s, n);
+	o->len += n;
+	o->buf[o->len] = '\0';
+}
 
 char *ct_demangle(const char *mangled)
 {
-	int status = 0;
-	char *d;
+	/* On the heap: longjmp leaves locals changed after setjmp indeterminate, not memory. */
+	struct dm_out *o;
+	char *d = NULL;
 
-	/* Only "_Z" names: __cxa_demangle also accepts bare types ("i" -> "int"). */
+	/* Only "_Z" names: the demangler also takes bare types ("i" -> "int"). */
 	if (!mangled || strncmp(mangled, "_Z", 2) != 0)
 		return NULL;
-	d = __cxa_demangle(mangled, NULL, NULL, &status);
-	if (status != 0) {
-		free(d);
+	o = calloc(1, sizeof(*o));
+	if (!o)
 		return NULL;
-	}
+	if (!setjmp(o->stop) &&
+	    cplus_demangle_v3_callback(mangled, DMGL_PARAMS | DMGL_TYPES, dm_append, o) && o->len)
+		d = o->buf;
+	else
+		free(o->buf);
+	free(o);
 	return d;
 }
 

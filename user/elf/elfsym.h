@@ -57,7 +57,9 @@ bool ct_elf_is_dyn(const struct ct_elf *e);
 
 /* Demangled C++ name without parameters ("ns::Cls::fn"), malloc'ed; NULL if not C++. */
 char *ct_demangle_qualified(const char *mangled);
-/* Full demangled name with parameters, malloc'ed; NULL if not C++. */
+/* Full demangled name with parameters, malloc'ed; NULL if not C++, invalid, or if its
+ * text would pass CT_DEMANGLE_MAX bytes (back-references make it exponential). */
+#define CT_DEMANGLE_MAX (256u << 10)
 char *ct_demangle(const char *mangled);
 /* The reduction ct_demangle_qualified applies to an already demangled name; malloc'ed. */
 char *ct_demangled_to_qualified(const char *demangled);
