@@ -7,8 +7,8 @@
  *
  * The names come from the target's libraries, so they are untrusted input. A
  * mangled name expands through its back-references: each "1AIS1_S1_E" doubles
- * the text, and 250 bytes of it ask for 140 MB (35 more bytes, 70 GB: a tracer
- * that never attaches). libstdc++'s __cxa_demangle has no bound on its output.
+ * the text, so 242 bytes of it ask for 140 MB and every 12 bytes more double
+ * that (a tracer that never attaches). libstdc++'s __cxa_demangle has no bound on its output.
  * libiberty's callback entry point is the same demangler (the one behind
  * __cxa_demangle, with the same options) but hands its text over in pieces and
  * allocates nothing itself (its tables are on the stack, sized by the name), so
