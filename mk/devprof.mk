@@ -30,13 +30,9 @@ fuzz-devprof-run: $(DEVPROF_FUZZ)
 	{ cat tests/golden/devprof/multi.json; printf '\0'; \
 	  cat tests/golden/devprof/kineto_gpu.json; } > $(OUTPUT)/fuzz/corpus-fuse/multi+kineto
 	$(OUTPUT)/fuzz/fuzz_devprof_decode -max_total_time=$(FUZZ_TIME) -max_len=16384 \
-		-rss_limit_mb=2048 -timeout=$(FUZZ_UNIT_TIMEOUT) -artifact_prefix=$(OUTPUT)/fuzz/ \
-		-print_final_stats=1 \
-		$(OUTPUT)/fuzz/corpus-decode
+		$(FUZZ_RUN_FLAGS) $(OUTPUT)/fuzz/corpus-decode
 	$(OUTPUT)/fuzz/fuzz_devprof_fuse -max_total_time=$(FUZZ_TIME) -max_len=65536 \
-		-rss_limit_mb=2048 -timeout=$(FUZZ_UNIT_TIMEOUT) -artifact_prefix=$(OUTPUT)/fuzz/ \
-		-print_final_stats=1 \
-		$(OUTPUT)/fuzz/corpus-fuse
+		$(FUZZ_RUN_FLAGS) $(OUTPUT)/fuzz/corpus-fuse
 
 # The MegaKernel as a shared library (no main; C entry points mk_open/mk_call/mk_run/...)
 # for tests/workloads/megakernel_profiled.py, which loads it with ctypes under

@@ -7,6 +7,9 @@
 FUZZ_CC   ?= clang
 FUZZ_TIME ?= 30
 FUZZ_UNIT_TIMEOUT ?= 20
+# What every fuzz run passes (here and in mk/devprof.mk).
+FUZZ_RUN_FLAGS = -rss_limit_mb=2048 -timeout=$(FUZZ_UNIT_TIMEOUT) -artifact_prefix=$(OUTPUT)/fuzz/ \
+		 -print_final_stats=1
 TRACER_FUZZ_FLAGS := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 		     -std=gnu11 -D_GNU_SOURCE -Iinclude -Iuser
 TRACER_FUZZ := $(OUTPUT)/fuzz/fuzz_elf $(OUTPUT)/fuzz/fuzz_text $(OUTPUT)/fuzz/fuzz_replay
@@ -44,13 +47,10 @@ fuzz-run: $(TRACER_FUZZ) | $(FIXTURES)
 		> $(OUTPUT)/fuzz/corpus-text/profile
 	printf '_ZN4c10d16ProcessGroupGloo9allreduceERSt6vectorIN2at6TensorESaIS3_EERKNS_16AllreduceOptionsE' \
 		> $(OUTPUT)/fuzz/corpus-text/mangled
-	$(OUTPUT)/fuzz/fuzz_elf -max_total_time=$(FUZZ_TIME) -max_len=65536 -rss_limit_mb=2048 \
-		-timeout=$(FUZZ_UNIT_TIMEOUT) \
-		-artifact_prefix=$(OUTPUT)/fuzz/ -print_final_stats=1 $(OUTPUT)/fuzz/corpus-elf
-	$(OUTPUT)/fuzz/fuzz_text -max_total_time=$(FUZZ_TIME) -max_len=4096 -rss_limit_mb=2048 \
-		-timeout=$(FUZZ_UNIT_TIMEOUT) \
-		-artifact_prefix=$(OUTPUT)/fuzz/ -print_final_stats=1 $(OUTPUT)/fuzz/corpus-text
+	$(OUTPUT)/fuzz/fuzz_elf -max_total_time=$(FUZZ_TIME) -max_len=65536 $(FUZZ_RUN_FLAGS) \
+		$(OUTPUT)/fuzz/corpus-elf
+	$(OUTPUT)/fuzz/fuzz_text -max_total_time=$(FUZZ_TIME) -max_len=4096 $(FUZZ_RUN_FLAGS) \
+		$(OUTPUT)/fuzz/corpus-text
 	@mkdir -p $(OUTPUT)/fuzz/corpus-replay
-	$(OUTPUT)/fuzz/fuzz_replay -max_total_time=$(FUZZ_TIME) -max_len=16384 -rss_limit_mb=2048 \
-		-timeout=$(FUZZ_UNIT_TIMEOUT) \
-		-artifact_prefix=$(OUTPUT)/fuzz/ -print_final_stats=1 $(OUTPUT)/fuzz/corpus-replay
+	$(OUTPUT)/fuzz/fuzz_replay -max_total_time=$(FUZZ_TIME) -max_len=16384 $(FUZZ_RUN_FLAGS) \
+		$(OUTPUT)/fuzz/corpus-replay
