@@ -469,6 +469,23 @@ TEST(proc_parse_stat_state)
 		ASSERT_EQ(ct_proc_parse_stat_state(bad[i], &st), -EINVAL, bad[i]);
 }
 
+TEST(proc_parse_stat_cpu)
+{
+	/* fields 14 and 15: utime 7, stime 5; a comm with spaces and ')' */
+	static const char line[] = "123 (a) b) S 1 123 123 0 -1 4194560 100 0 0 0 7 5 0 0 20 0 3";
+	static const char *const bad[] = {"123 (x) S 1 2 3 4 5 6 7 8 9 10", /* too short */
+					  "123 (x) S 1 2 3 4 5 6 7 8 9 10 x 5",
+					  "123 (x) S 1 2 3 4 5 6 7 8 9 10 7  5"};
+	uint64_t t = 0;
+
+	if (ASSERT_OK(ct_proc_parse_stat_cpu(line, &t), line))
+		ASSERT_EQ(t, 12, "utime + stime");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ASSERT_EQ(ct_proc_parse_stat_cpu(bad[i], &t), -EINVAL, bad[i]);
+	if (ASSERT_OK(ct_proc_cpu_ns(getpid(), &t), "own CPU"))
+		ASSERT_TRUE(t < 3600ULL * 1000000000ULL, "a unit test's CPU time, in ns");
+}
+
 TEST(proc_parse_pid_list)
 {
 	static const char *const bad[] = {

@@ -494,6 +494,46 @@ int ct_proc_parse_stat_state(const char *stat, char *state)
 	return 0;
 }
 
+/* Fields 14 and 15 (utime, stime) of a /proc/PID/stat line, after the last ") ". */
+int ct_proc_parse_stat_cpu(const char *stat, uint64_t *ticks)
+{
+	const char *p;
+	char state;
+	uint64_t v[2];
+
+	if (ct_proc_parse_stat_state(stat, &state) || !ticks)
+		return -EINVAL;
+	p = strrchr(stat, ')') + 3; /* past ") S" */
+	for (int field = 4; field <= 15; field++) {
+		if (*p != ' ')
+			return -EINVAL;
+		p++;
+		if (field >= 14) {
+			if (parse_dec(&p, &v[field - 14]))
+				return -EINVAL;
+		} else {
+			p += strcspn(p, " \n");
+		}
+	}
+	*ticks = v[0] + v[1];
+	return 0;
+}
+
+int ct_proc_cpu_ns(pid_t pid, uint64_t *ns)
+{
+	char fn[64], buf[CT_STAT_MAX];
+	uint64_t ticks;
+	long hz = sysconf(_SC_CLK_TCK);
+
+	snprintf(fn, sizeof(fn), "/proc/%d/stat", (int)pid);
+	if (read_small(fn, buf, sizeof(buf)) < 0)
+		return -ESRCH;
+	if (ct_proc_parse_stat_cpu(buf, &ticks) || hz <= 0)
+		return -EINVAL;
+	*ns = ticks * (1000000000ULL / (uint64_t)hz);
+	return 0;
+}
+
 bool ct_proc_alive(pid_t pid)
 {
 	char fn[64], buf[CT_STAT_MAX], state;

@@ -81,6 +81,11 @@ const char *ct_proc_rank_var(int i);
 /* Name of a thread (/proc/PID/task/TID/comm), or of the process when tid == pid. */
 int ct_proc_comm(pid_t pid, pid_t tid, char *out, size_t outlen);
 
+/* utime + stime (clock ticks) of a /proc/PID/stat line. 0 or -EINVAL. */
+int ct_proc_parse_stat_cpu(const char *stat, uint64_t *ticks);
+/* The CPU time of a process, its threads' (exited ones included): 0, -ESRCH or -EINVAL. */
+int ct_proc_cpu_ns(pid_t pid, uint64_t *ns);
+
 /* Does the process exist (and is it not a zombie)? */
 bool ct_proc_alive(pid_t pid);
 
