@@ -89,6 +89,17 @@ struct {
 	__type(value, __u64);
 } drops SEC(".maps");
 
+/*
+ * A traced process's CPU time when its last thread exits (ns: its exited threads' and the
+ * last one's), for --cost (user/cost.c): /proc/PID is gone by the time the tracer looks.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u64);
+} exit_cpu SEC(".maps");
+
 /* Scratch for summing counts[] arrays: too big for the 512-byte stack with the rest. */
 struct ct_scratch {
 	__u64 buf[64];
@@ -392,6 +403,13 @@ static __always_inline int emit_proc(__u8 type, struct task_struct *task, __u32 
 	return 0;
 }
 
+/* --cost: a probe with nothing to do, on the tracer itself, to measure what one hit costs. */
+SEC("uprobe")
+int ct_calib(struct pt_regs *ctx)
+{
+	return 0;
+}
+
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(ct_fork, struct task_struct *parent, struct task_struct *child)
 {
@@ -429,6 +447,12 @@ int BPF_PROG(ct_proc_exit, struct task_struct *p)
 		return 0;
 	code = BPF_CORE_READ(p, exit_code);
 	bpf_map_delete_elem(&traced, &tgid);
+	{
+		__u64 cpu = BPF_CORE_READ(p, signal, sum_sched_runtime) +
+			    BPF_CORE_READ(p, se.sum_exec_runtime);
+
+		bpf_map_update_elem(&exit_cpu, &tgid, &cpu, BPF_ANY);
+	}
 	return emit_proc(CT_EV_EXIT, p, 0, code);
 }
 #include "pyops.bpf.h"

@@ -58,6 +58,9 @@ static const char usage_text[] =
     "      --wait-libs          accept processes that map no known library yet\n"
     "                           (they are attached when one is loaded)\n"
     "      --ringbuf MB         BPF ring buffer size (default 8, a power of 2)\n"
+    "      --cost               account what tracing cost the traced processes: probe hits,\n"
+    "                           BPF time, one hit measured here, CPU times (summary, JSON\n"
+    "                           \"cost\"; turns on the kernel's BPF statistics meanwhile)\n"
     "      --record FILE        also write every record to FILE, for `commtrace-bpf replay\n"
     "                           FILE [--json F] [--chrome F] [--table F]` (docs/record.md)\n"
     "      --check              say whether BPF uprobes can be used here (0), are\n"
@@ -94,7 +97,8 @@ static const char usage_text[] =
     "  sudo commtrace-bpf -p 4242,4243 --metrics 9464  # scrape http://127.0.0.1:9464/metrics\n"
     "  commtrace-bpf merge --json all.json node0.json node1.json   # one report per job\n"
     "  commtrace-bpf --dry-run --lib /usr/lib/x86_64-linux-gnu/libnccl.so.2\n"
-    "  sudo commtrace-bpf -p 4242 --record run.ctr; commtrace-bpf replay run.ctr --table -\n";
+    "  sudo commtrace-bpf -p 4242 --record run.ctr; commtrace-bpf replay run.ctr --table -\n"
+    "  sudo commtrace-bpf -p 4242,4243 -d 60 --cost   # what tracing costs this job\n";
 
 void ct_usage(FILE *out)
 {
@@ -171,7 +175,8 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 		OPT_HANG_AFTER,
 		OPT_LATE_AFTER,
 		OPT_METRICS,
-		OPT_DEVSYNC
+		OPT_DEVSYNC,
+		OPT_COST
 	};
 	static const struct option longopts[] = {
 	    {"pid", required_argument, NULL, 'p'},
@@ -198,6 +203,7 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 	    {"late-after", required_argument, NULL, OPT_LATE_AFTER},
 	    {"metrics", required_argument, NULL, OPT_METRICS},
 	    {"sharding", no_argument, NULL, OPT_SHARDING},
+	    {"cost", no_argument, NULL, OPT_COST},
 	    {"quiet", no_argument, NULL, 'q'},
 	    {"verbose", no_argument, NULL, 'v'},
 	    {"version", no_argument, NULL, 'V'},
@@ -287,6 +293,9 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 			break;
 		case OPT_SHARDING:
 			o->sharding = true;
+			break;
+		case OPT_COST:
+			o->cost = true;
 			break;
 		case OPT_CHROME:
 			o->chrome_path = optarg;

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "attach.h"
+#include "cost.h"
 #include "commtrace/abi.h"
 
 #define CT_MAX_TARGETS 256 /* traced processes at once (children included) */
@@ -31,6 +32,7 @@ struct ct_opts {
 	bool check;
 	bool wait_libs;
 	bool no_stacks;
+	bool cost;     /* --cost: what tracing cost the targets (cost.h) */
 	bool ops;      /* --ops: entries and exits of profiled Python functions */
 	bool sharding; /* --sharding: parameters and placements of the root module */
 	bool quiet;
@@ -93,6 +95,7 @@ struct ct_session {
 	uint32_t batch_n;
 	uint64_t group_size_unknown; /* calls whose size-scaled bytes were not counted */
 	uint64_t drops[CT_DROP_MAX];
+	struct ct_cost cost;	  /* --cost */
 	uint64_t mono_to_wall_ns; /* add to CLOCK_MONOTONIC ns for wall-clock ns */
 	uint64_t start_ns, end_ns;
 	bool stop;

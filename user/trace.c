@@ -329,6 +329,7 @@ static int trace(struct ct_session *s)
 			return CT_EXIT_USAGE;
 		}
 	}
+	ct_cost_begin(s); /* before the first probe: every hit is counted */
 
 	s->mono_to_wall_ns = ct_now_ns(CLOCK_REALTIME) - ct_now_ns(CLOCK_MONOTONIC);
 	s->start_ns = ct_now_ns(CLOCK_MONOTONIC);
@@ -462,6 +463,7 @@ static int trace(struct ct_session *s)
 	s->end_ns = ct_now_ns(CLOCK_MONOTONIC);
 	drop_notice(s, s->end_ns, true);
 	ct_bpf_read_drops(s);
+	ct_cost_end(s);
 	ct_metrics_tick(s, consumed, true); /* the final numbers, until the endpoint stops */
 	if (stop_signal)
 		fprintf(stderr, "commtrace-bpf: stopped by signal %d, detaching\n",

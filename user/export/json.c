@@ -452,6 +452,33 @@ static cJSON *proc_obj(struct ct_proc *p, bool sharding, cJSON *all_counts, uint
 	return o;
 }
 
+/* --cost (cost.h, docs/json.md "cost") */
+static cJSON *cost_obj(const struct ct_cost *c)
+{
+	cJSON *o = cJSON_CreateObject(), *progs = cJSON_CreateObject();
+
+	cJSON_AddBoolToObject(o, "counted", !c->why);
+	if (c->why)
+		cJSON_AddStringToObject(o, "why", c->why);
+	cJSON_AddItemToObject(o, "probe_hits", u64(c->hits));
+	cJSON_AddItemToObject(o, "bpf_ns", u64(c->bpf_ns));
+	cJSON_AddItemToObject(o, "hit_ns", num(c->hit_ns));
+	cJSON_AddItemToObject(o, "targets_added_ns", num(ct_cost_targets_added_ns(c)));
+	cJSON_AddItemToObject(o, "targets_cpu_ns",
+			      c->targets_cpu_ns < 0 ? cJSON_CreateNull()
+						    : u64((uint64_t)c->targets_cpu_ns));
+	cJSON_AddItemToObject(o, "tracer_cpu_ns", u64(c->tracer_cpu_ns));
+	for (int i = 0; i < c->n_prog; i++) {
+		cJSON *p = cJSON_CreateObject();
+
+		cJSON_AddItemToObject(p, "runs", u64(c->prog[i].runs));
+		cJSON_AddItemToObject(p, "ns", u64(c->prog[i].ns));
+		cJSON_AddItemToObject(progs, c->prog[i].name, p);
+	}
+	cJSON_AddItemToObject(o, "programs", progs);
+	return o;
+}
+
 int ct_export_json(struct ct_session *s, const char *path)
 {
 	cJSON *root = cJSON_CreateObject(), *counts = cJSON_CreateObject();
@@ -531,6 +558,8 @@ int ct_export_json(struct ct_session *s, const char *path)
 		cJSON_AddItemToObject(root, "ops", ops);
 	}
 	cJSON_AddItemToObject(root, "drops", drops);
+	if (s->opts->cost)
+		cJSON_AddItemToObject(root, "cost", cost_obj(&s->cost));
 	clock = cJSON_CreateObject();
 	cJSON_AddStringToObject(clock, "source", "CLOCK_MONOTONIC");
 	cJSON_AddItemToObject(clock, "mono_to_wall_ns", u64(s->mono_to_wall_ns));

@@ -50,6 +50,29 @@ static const char *fmt_bw(char *buf, size_t len, const struct ct_hist *h)
 	return buf;
 }
 
+/* --cost: what the probes cost the traced processes, and the tracer's own CPU. */
+static void cost_line(const struct ct_session *s, FILE *out)
+{
+	const struct ct_cost *c = &s->cost;
+	char a[32], b[32], t[32], share[96] = "";
+
+	fmt_ns(t, sizeof(t), c->tracer_cpu_ns, true);
+	if (c->why) {
+		fprintf(out, "commtrace: cost: probe hits not counted: %s; the tracer's CPU %s\n",
+			c->why, t);
+		return;
+	}
+	if (c->targets_cpu_ns > 0)
+		snprintf(share, sizeof(share), " (%.2f%% of their %s)",
+			 100.0 * ct_cost_targets_added_ns(c) / (double)c->targets_cpu_ns,
+			 fmt_ns(b, sizeof(b), (uint64_t)c->targets_cpu_ns, true));
+	fprintf(out,
+		"commtrace: cost: %llu probe hits x %.0fns (one hit, measured here) + %s in BPF "
+		"= %s of the traced processes' CPU%s; the tracer's CPU %s\n",
+		(unsigned long long)c->hits, c->hit_ns, fmt_ns(a, sizeof(a), c->bpf_ns, true),
+		fmt_ns(b, sizeof(b), (uint64_t)ct_cost_targets_added_ns(c), true), share, t);
+}
+
 void ct_export_summary(struct ct_session *s, FILE *out, bool final)
 {
 	uint64_t calls = 0;
@@ -60,6 +83,8 @@ void ct_export_summary(struct ct_session *s, FILE *out, bool final)
 	fprintf(out, "commtrace: %s: %d process%s, %llu calls, %llu dropped events\n",
 		final ? "final" : "live", s->n_procs, s->n_procs == 1 ? "" : "es",
 		(unsigned long long)calls, (unsigned long long)ct_session_drops(s));
+	if (final && s->opts->cost)
+		cost_line(s, out);
 	if (!calls)
 		return;
 	fprintf(out, "%-8s %-4s %-5s %-32s %8s %10s %10s %9s %9s %9s %9s %10s\n", "PID", "RANK",

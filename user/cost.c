@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: MIT
+/* What tracing cost the traced processes (--cost): cost.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/resource.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "commtrace.skel.h"
+#include "cost.h"
+#include "session.h"
+#include "target/proc.h"
+#include "util/log.h"
+
+/*
+ * The site one hit is measured at. On x86-64 the probes of the targets sit past a leading
+ * endbr64 (targets.c), mostly on a push, which the kernel emulates: so does this one.
+ */
+void ct_cost_site(void);
+#if defined(__x86_64__)
+__asm__(".pushsection .text\n"
+	".globl ct_cost_site\n"
+	".type ct_cost_site, @function\n"
+	"ct_cost_site:\n"
+	"\tendbr64\n"
+	"\tpush %rbp\n"
+	"\tpop %rbp\n"
+	"\tret\n"
+	".size ct_cost_site, .-ct_cost_site\n"
+	".popsection\n");
+#define SITE_SKIP 4
+#else
+__attribute__((noinline)) void ct_cost_site(void)
+{
+	__asm__ volatile("");
+}
+#define SITE_SKIP 0
+#endif
+
+#define HIT_CALLS   400 /* per batch: 2 ms at 5 µs a hit */
+#define HIT_BATCHES 5	/* the median batch */
+
+static bool stats_sysctl_on(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/bpf_stats_enabled", "r");
+	int c = f ? fgetc(f) : EOF;
+
+	if (f)
+		fclose(f);
+	return c == '1';
+}
+
+static bool uprobe_prog(struct bpf_program *p)
+{
+	const char *sec = bpf_program__section_name(p);
+
+	return !strncmp(sec, "uprobe", 6) || !strncmp(sec, "uretprobe", 9);
+}
+
+/* Every program's runs and run time so far, ct_calib left out. */
+static void read_progs(struct ct_session *s, struct ct_cost *c)
+{
+	struct bpf_program *prog;
+
+	c->n_prog = 0;
+	bpf_object__for_each_program(prog, s->skel->obj)
+	{
+		struct bpf_prog_info info;
+		__u32 len = sizeof(info);
+		int fd = bpf_program__fd(prog);
+
+		if (prog == s->skel->progs.ct_calib || fd < 0 || c->n_prog == CT_COST_PROGS)
+			continue;
+		memset(&info, 0, sizeof(info));
+		if (bpf_obj_get_info_by_fd(fd, &info, &len))
+			continue;
+		c->prog[c->n_prog].name = bpf_program__name(prog);
+		c->prog[c->n_prog].runs = info.run_cnt;
+		c->prog[c->n_prog].ns = info.run_time_ns;
+		c->prog[c->n_prog].uprobe = uprobe_prog(prog);
+		c->n_prog++;
+	}
+}
+
+/* The CPU time of the processes named by -p: from /proc while they run, else as the BPF
+ * exit tracepoint kept it (at_end); *all false when one is not known. */
+static uint64_t targets_cpu(const struct ct_session *s, bool at_end, bool *all)
+{
+	int fd = bpf_map__fd(s->skel->maps.exit_cpu);
+	uint64_t sum = 0, ns;
+
+	*all = true;
+	for (int i = 0; i < s->opts->n_pids; i++) {
+		__u32 key = (__u32)s->opts->pids[i];
+
+		if (!ct_proc_cpu_ns(s->opts->pids[i], &ns) && ct_proc_alive(s->opts->pids[i]))
+			sum += ns;
+		else if (at_end && !bpf_map_lookup_elem(fd, &key, &ns))
+			sum += ns;
+		else
+			*all = false;
+	}
+	return sum;
+}
+
+void ct_cost_begin(struct ct_session *s)
+{
+	struct ct_cost *c = &s->cost;
+	bool all;
+
+	c->stats_fd = -1;
+	c->targets_cpu_ns = -1;
+	if (!s->opts->cost || !s->skel)
+		return;
+	c->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+	if (c->stats_fd < 0)
+		ct_info("commtrace: --cost: BPF_ENABLE_STATS refused (%s); counting only if "
+			"kernel.bpf_stats_enabled is 1\n",
+			strerror(errno));
+	c->on_at_start = c->stats_fd >= 0 || stats_sysctl_on();
+	c->targets_start_ns = targets_cpu(s, false, &all);
+	read_progs(s, c); /* what ran before, subtracted at the end */
+}
+
+static uint64_t thread_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* This thread's CPU ns per call of the site, the median of the batches. */
+static double site_ns(void)
+{
+	double v[HIT_BATCHES];
+
+	for (int b = 0; b < HIT_BATCHES; b++) {
+		uint64_t t0 = thread_ns();
+
+		for (int i = 0; i < HIT_CALLS; i++)
+			ct_cost_site();
+		v[b] = (double)(thread_ns() - t0) / HIT_CALLS;
+	}
+	qsort(v, HIT_BATCHES, sizeof(v[0]), cmp_double);
+	return v[HIT_BATCHES / 2];
+}
+
+/* The file offset of the site in the tracer's own executable, from its mapping. */
+static int site_offset(uint64_t *off)
+{
+	uint64_t addr = (uint64_t)(uintptr_t)ct_cost_site + SITE_SKIP;
+	char line[512];
+	FILE *f = fopen("/proc/self/maps", "r");
+	int err = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (err && fgets(line, sizeof(line), f)) {
+		unsigned long long lo, hi, pgoff;
+
+		if (sscanf(line, "%llx-%llx %*s %llx", &lo, &hi, &pgoff) == 3 && addr >= lo &&
+		    addr < hi) {
+			*off = addr - lo + pgoff;
+			err = 0;
+		}
+	}
+	fclose(f);
+	return err;
+}
+
+/* What one probe hit costs here: the site's CPU time with the do-nothing probe, less
+ * without. 0 when it could not be measured (said with -v). */
+static double measure_hit(struct ct_session *s)
+{
+	struct ct_links links = {0};
+	uint64_t off = 0;
+	double bare, probed;
+	int err = site_offset(&off);
+
+	if (!err)
+		err = ct_bpf_attach_calib(s, "/proc/self/exe", off, &links);
+	if (err) {
+		ct_info("commtrace: --cost: one probe hit not measured: %s\n", strerror(-err));
+		return 0;
+	}
+	bare = site_ns();
+	ct_cost_site(); /* the first hit maps the kernel's side */
+	probed = site_ns();
+	ct_links_destroy(&links, 0);
+	bare = (bare + site_ns()) / 2; /* before and after, against a drift of the machine */
+	return probed > bare ? probed - bare : 0;
+}
+
+static uint64_t rusage_ns(const struct rusage *ru)
+{
+	return (uint64_t)ru->ru_utime.tv_sec * 1000000000ULL +
+	       (uint64_t)ru->ru_utime.tv_usec * 1000ULL +
+	       (uint64_t)ru->ru_stime.tv_sec * 1000000000ULL +
+	       (uint64_t)ru->ru_stime.tv_usec * 1000ULL;
+}
+
+void ct_cost_end(struct ct_session *s)
+{
+	struct ct_cost *c = &s->cost, start = *c;
+	struct rusage ru;
+	bool all;
+
+	if (!s->opts->cost || !s->skel)
+		return;
+	if (!getrusage(RUSAGE_SELF, &ru))
+		c->tracer_cpu_ns = rusage_ns(&ru);
+	if (s->opts->cmd) { /* the command and what it started and waited for */
+		if (s->child_reaped && !getrusage(RUSAGE_CHILDREN, &ru))
+			c->targets_cpu_ns = (int64_t)rusage_ns(&ru);
+	} else {
+		uint64_t now = targets_cpu(s, true, &all);
+
+		if (all && now >= c->targets_start_ns)
+			c->targets_cpu_ns = (int64_t)(now - c->targets_start_ns);
+	}
+	read_progs(s, c);
+	c->hits = c->bpf_ns = 0;
+	for (int i = 0; i < c->n_prog; i++) {
+		for (int j = 0; j < start.n_prog; j++) {
+			if (start.prog[j].name == c->prog[i].name) {
+				c->prog[i].runs -= start.prog[j].runs;
+				c->prog[i].ns -= start.prog[j].ns;
+			}
+		}
+		if (c->prog[i].uprobe) {
+			c->hits += c->prog[i].runs;
+			c->bpf_ns += c->prog[i].ns;
+		}
+	}
+	if (!c->on_at_start || !(c->stats_fd >= 0 || stats_sysctl_on()))
+		c->why = "BPF statistics were off (BPF_ENABLE_STATS refused and "
+			 "kernel.bpf_stats_enabled not 1 for the whole trace)";
+	else
+		c->hit_ns = measure_hit(s);
+	if (c->stats_fd >= 0)
+		close(c->stats_fd);
+	c->stats_fd = -1;
+}
+
+double ct_cost_targets_added_ns(const struct ct_cost *c)
+{
+	return c->why ? 0 : (double)c->hits * c->hit_ns + (double)c->bpf_ns;
+}

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What tracing cost the traced processes, accounted without touching them (--cost; JSON
+ * "cost", docs/json.md):
+ * - the probe hits and the BPF programs' own time, from the kernel's per-program counters,
+ *   which count only while BPF statistics are on (kernel.bpf_stats_enabled, or the
+ *   BPF_ENABLE_STATS file descriptor that --cost holds while it traces);
+ * - what one probe hit costs on this machine, measured at the end on the tracer itself (a
+ *   breakpoint and a program that does nothing), so that the hits become CPU time: a hit is
+ *   5 to 7 times dearer on some VMs than on others;
+ * - the traced processes' own CPU time over the trace, and the tracer's.
+ * What a probe hit does to the target's caches is not in these figures.
+ */
+#ifndef CT_COST_H
+#define CT_COST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CT_COST_PROGS 16 /* loaded programs; 9 now */
+
+struct ct_cost {
+	int stats_fd;	  /* BPF_ENABLE_STATS held by --cost, or -1 */
+	bool on_at_start; /* statistics on when tracing started */
+	const char *why;  /* NULL: counted for the whole trace; else why not */
+	struct {
+		const char *name; /* the BPF program: ct_entry, ct_exit, ct_py_session, ... */
+		uint64_t runs, ns;
+		bool uprobe; /* a uprobe or uretprobe: each run a hit in a target */
+	} prog[CT_COST_PROGS];
+	int n_prog;
+	uint64_t hits, bpf_ns;	   /* over every uprobe program */
+	double hit_ns;		   /* one hit here, measured; 0 when not measured */
+	uint64_t targets_start_ns; /* CPU of the processes named by -p when attached */
+	int64_t targets_cpu_ns;	   /* over the trace; -1 unknown (not read, not reaped) */
+	uint64_t tracer_cpu_ns;
+};
+
+struct ct_session;
+
+/* Before attaching: statistics on (with --cost), the targets' CPU time so far. */
+void ct_cost_begin(struct ct_session *s);
+/* After the last record: the counters, one hit measured, CPU times; statistics off. */
+void ct_cost_end(struct ct_session *s);
+/* What the hits cost the targets: hits x one hit + BPF time (ns), 0 when not counted. */
+double ct_cost_targets_added_ns(const struct ct_cost *c);
+
+#endif
