@@ -13,7 +13,9 @@
    stand-in flat out while 1, 4 or 8 processes of the same library are traced.
 3. A real training job: 2-rank DDP on Gloo, ns per step, untraced and traced; seed 000's
    MLP with --ops (ops); PyTorch 2.6's test Transformer with tensor parallelism in the
-   Debian 13 root, against its own CommDebugMode (torch2).
+   Debian 13 root, against its own CommDebugMode (torch2), the tracer attached by pid with
+   --cost: next to the measured ratios, the accounted ones (probe hits x one hit + BPF
+   time, as the kernel counts them), whose intervals are narrow.
 4. events: the event path. A synthetic target (tests/progs/event_rate.c, the HCCL
    stand-in) issues calls at swept rates and flat out; received/dropped/generated, the
    highest rate with zero drops, and that calls made = counted + dropped_calls exactly.
@@ -144,13 +146,14 @@ def bench_mpi():
             print(line)
 
 
-def cleanup(procs, tmp):
+def cleanup(procs, tmp=None):
     """Kill what is still running of procs (None entries allowed), remove tmp."""
     for p in procs:
         if p and p.poll() is None:
             p.kill()
             p.wait()
-    shutil.rmtree(tmp, ignore_errors=True)
+    if tmp:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def wait_cpu(p):
@@ -162,7 +165,7 @@ def wait_cpu(p):
 
 def wait_pidfile(path, proc, what):
     """The pid a --wait-file target wrote to path, once it has."""
-    while not path.exists():
+    while not (path.exists() and path.read_text().endswith("\n")):
         if proc.poll() is not None:
             raise SystemExit(f"bench: {what} failed to start")
         time.sleep(0.02)
@@ -336,25 +339,60 @@ def bench_torch2():
     shutil.rmtree(TORCH2_ROOT / inner.lstrip("/"), ignore_errors=True)
     shutil.copytree(WORK, TORCH2_ROOT / inner.lstrip("/"))
     port = 29900
+    steps, warmup = 20, 2
 
-    def job(prefix, *args):
-        """(wall, CPU) ns per step of rank 0."""
+    def job(tracer_args, *args):
+        """Rank 0's wall and CPU ns per timed step and, traced with --cost, what the tracer
+        accounts per step and rank over all steps (warm-up included): {wall, cpu, added,
+        tracer}. The tracer attaches by pid while the ranks wait."""
         nonlocal port
         port += 1
-        py = (f"chroot {TORCH2_ROOT} env USE_LIBUV=0 python3 {inner}/tp_models.py "
-              f"--model transformer --warmup 2 --steps 20 {' '.join(args)}")
-        script = (f"export MASTER_ADDR=127.0.0.1 MASTER_PORT={port} WORLD_SIZE=2; "
-                  f"RANK=1 {py} & RANK=0 {py} --time; wait")
-        r = subprocess.run(prefix + ["sh", "-c", script], capture_output=True, text=True,
-                           timeout=600)
-        if r.returncode:
-            raise SystemExit(f"bench: torch2 job failed ({r.returncode}):\n{r.stderr[-3000:]}")
-        return number(r.stdout, "ns_per_step"), number(r.stdout, "cpu_ns_per_step")
+        go = TORCH2_ROOT / inner.lstrip("/") / f"go.{port}"
+        js = go.with_suffix(".json")
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2",
+                   USE_LIBUV="0")
+        py = ["chroot", str(TORCH2_ROOT), "python3", f"{inner}/tp_models.py", "--model",
+              "transformer", "--warmup", str(warmup), "--steps", str(steps),
+              "--wait-file", f"{inner}/{go.name}", *args]
+        ranks = [subprocess.Popen(py + ["--time"], env=dict(env, RANK="0"),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
+                 subprocess.Popen(py, env=dict(env, RANK="1"), stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)]
+        tracer = None
+        try:
+            pids = [wait_pidfile(Path(f"{go}.pid.{r}"), ranks[r], "tp_models.py") for r in (0, 1)]
+            if tracer_args is not None:
+                tracer = subprocess.Popen([*tracer_args[:-1], "-q", "--cost", "--json", js,
+                                           "-p", ",".join(pids)],
+                                          stderr=subprocess.PIPE, text=True)
+                for line in tracer.stderr:
+                    if line.startswith("attached:"):
+                        break
+            go.touch()
+            out, err = ranks[0].communicate(timeout=600)
+            ranks[1].wait(timeout=60)
+            if ranks[0].returncode or ranks[1].returncode:
+                raise SystemExit(f"bench: torch2 job failed:\n{err[-3000:]}")
+            r = {"wall": number(out, "ns_per_step"), "cpu": number(out, "cpu_ns_per_step")}
+            if tracer:
+                if tracer.wait(timeout=120):
+                    raise SystemExit(f"bench: the tracer failed ({tracer.returncode})")
+                cost = json.loads(js.read_text())["cost"]
+                per = 2 * (steps + warmup)
+                r["added"] = cost["targets_added_ns"] / per
+                r["tracer"] = cost["tracer_cpu_ns"] / 1e9  # the whole run, attach included
+                r["hits"] = cost["probe_hits"] / per
+                r["bpf"] = cost["bpf_ns"] / per
+            return r
+        finally:
+            cleanup((*ranks, tracer))
+            for f in (go, js, Path(f"{go}.pid.0"), Path(f"{go}.pid.1")):
+                f.unlink(missing_ok=True)
 
-    configs = {"untraced": ([], ()), "CommDebugMode (in-process)": ([], ("--debug-mode",)),
-               "commtrace (stacks)": ([TRACER, "-q", "--"], ()),
-               "commtrace --ops": ([TRACER, "-q", "--ops", "--"], ()),
-               "--ops, entry+return probes": (["env", "COMMTRACE_UPROBE_SESSION=0", TRACER, "-q",
+    configs = {"untraced": (None, ()), "CommDebugMode (in-process)": (None, ("--debug-mode",)),
+               "commtrace (stacks)": ([TRACER, "--"], ()),
+               "commtrace --ops": ([TRACER, "--ops", "--"], ()),
+               "--ops, entry+return probes": (["env", "COMMTRACE_UPROBE_SESSION=0", TRACER,
                                                "--ops", "--"], ())}
     try:
         runs = bs.alternate(list(configs), ROUNDS,
@@ -364,16 +402,26 @@ def bench_torch2():
         if mounted:
             subprocess.run(["umount", str(proc)])
     print(f"\nPyTorch 2.6 test Transformer, TP over 2 Gloo ranks (CPU), {ROUNDS} rounds "
-          f"alternated: rank 0's ns per step, mean [95% CI]")
-    print(f"  {'configuration':<28} {'wall':>34} {'CPU (threads, kernel included)':>34}")
+          f"alternated: rank 0's ns per step, mean [95% CI]; accounted: what the tracer's "
+          f"--cost counts per step and rank (probe hits x one hit + BPF time), and the "
+          f"tracer's own CPU per run (s, attach included)")
+    print(f"  {'configuration':<28} {'wall':>30} {'CPU (threads, kernel included)':>30} "
+          f"{'accounted added CPU':>30} {'hits':>7} {'BPF ns':>10} {'tracer s':>9}")
     for name in configs:
+        rs = runs[name]
+        acc = (bs.fmt(bs.bootstrap(bs.mean, [r["added"] for r in rs]), digits=0)
+               if "added" in rs[0] else "-")
+        tr = (f"{statistics.mean(r['hits'] for r in rs):>7,.0f} "
+              f"{statistics.mean(r['bpf'] for r in rs):>10,.0f} "
+              f"{statistics.mean(r['tracer'] for r in rs):>9.2f}") if "tracer" in rs[0] else ""
         print(f"  {name:<28} "
-              + " ".join(f"{bs.fmt(bs.bootstrap(bs.mean, [r[i] for r in runs[name]]), digits=0):>34}"
-                         for i in (0, 1)))
-    for i, what in enumerate(("wall", "CPU")):
-        base = [r[i] for r in runs["untraced"]]
-        cdm = [r[i] for r in runs["CommDebugMode (in-process)"]]
-        dflt = [r[i] for r in runs["commtrace (stacks)"]]
+              + " ".join(f"{bs.fmt(bs.bootstrap(bs.mean, [r[k] for r in rs]), digits=0):>30}"
+                         for k in ("wall", "cpu")) + f" {acc:>30} {tr}")
+    base_cpu = [r["cpu"] for r in runs["untraced"]]
+    for k, what in (("wall", "wall"), ("cpu", "CPU")):
+        base = [r[k] for r in runs["untraced"]]
+        cdm = [r[k] for r in runs["CommDebugMode (in-process)"]]
+        dflt = [r[k] for r in runs["commtrace (stacks)"]]
         d = bs.bootstrap(bs.ratio_of_means, dflt, base)
         print(f"  {what}: commtrace x untraced {bs.fmt(d)} (goal <= 1.01: "
               f"{bs.within(d, 1.01)}); CommDebugMode x untraced "
@@ -381,9 +429,18 @@ def bench_torch2():
         for name in ("commtrace --ops", "--ops, entry+return probes"):
             share = bs.bootstrap(
                 lambda o, c, b: bs.diff_of_means(o, b) / bs.diff_of_means(c, b),
-                [r[i] for r in runs[name]], cdm, base)
+                [r[k] for r in runs[name]], cdm, base)
             print(f"    {name} adds {bs.fmt(share, digits=2)} of what CommDebugMode adds "
                   f"(goal <= 0.33: {bs.within(share, 0.33)})")
+    # The accounted figures: the probes' cost as the kernel counts it, over the untraced step.
+    cdm_added = bs.diff_of_means([r["cpu"] for r in runs["CommDebugMode (in-process)"]],
+                                 base_cpu)
+    for name in ("commtrace (stacks)", "commtrace --ops"):
+        added = [r["added"] for r in runs[name]]
+        ratio = bs.bootstrap(lambda a, b: 1 + bs.mean(a) / bs.mean(b), added, base_cpu)
+        print(f"  accounted: {name} x untraced {bs.fmt(ratio)}"
+              + (f" (goal <= 1.01: {bs.within(ratio, 1.01)})" if name == "commtrace (stacks)"
+                 else f"; {bs.mean(added) / cdm_added:.2f} of what CommDebugMode adds"))
 
 
 # ---------------------------------------------------------------------------------------
