@@ -11,11 +11,13 @@
    BENCH_ROUNDS rounds; the target's CPU ns per call with 95 % intervals, the tracer's CPU,
    and the BPF programs' own ns per run (bpf_stats). node: one process calling the HCCL
    stand-in flat out while 1, 4 or 8 processes of the same library are traced.
-3. A real training job: 2-rank DDP on Gloo, ns per step, untraced and traced; seed 000's
-   MLP with --ops (ops); PyTorch 2.6's test Transformer with tensor parallelism in the
-   Debian 13 root, against its own CommDebugMode (torch2), the tracer attached by pid with
-   --cost: next to the measured ratios, the accounted ones (probe hits x one hit + BPF
-   time, as the kernel counts them), whose intervals are narrow.
+3. Training jobs, 2 Gloo ranks, configurations alternated over BENCH_ROUNDS rounds, the
+   tracer attached by pid with --cost while the ranks wait: 2-rank DDP (training), seed
+   000's MLP with --ops (ops), against torch's profiler; PyTorch 2.6's test Transformer
+   with tensor parallelism in the Debian 13 root, against its own CommDebugMode (torch2).
+   Rank 0's wall and CPU time per step with 95 % intervals, and next to the measured CPU
+   ratios the accounted ones (probe hits x one hit + BPF time, as the kernel counts
+   them), whose intervals are narrow.
 4. events: the event path. A synthetic target (tests/progs/event_rate.c, the HCCL
    stand-in) issues calls at swept rates and flat out; received/dropped/generated, the
    highest rate with zero drops, and that calls made = counted + dropped_calls exactly.
@@ -36,8 +38,9 @@
 `scripts/bench.py [mpi|pystack|training|ops|torch2|events|pyevents|node|memory|offline|devprof|
 detach|fleet]...`: only those.
 
-Run as root. Each configuration runs REPEAT times and the median is kept; the machine is
-noisy, so ratios of medians are what to read, not single numbers.
+Run as root. Where a figure has no interval, each configuration runs REPEAT times and the
+median is kept; the machine is noisy, so read those as ratios of medians, not single
+numbers.
 """
 import json
 import os
@@ -109,14 +112,6 @@ def median(f):
     return statistics.median(f() for _ in range(REPEAT))
 
 
-def table(title, rows, base_key="untraced"):
-    base = dict(rows)[base_key]
-    print(f"\n{title}")
-    print(f"  {'configuration':<34} {'value':>14} {'ratio':>8} {'added':>12}")
-    for name, v in rows:
-        print(f"  {name:<34} {v:>14.1f} {v / base:>8.3f} {v - base:>+12.1f}")
-
-
 def bench_mpi():
     """MPI_Allreduce on 2 ranks, ns per call as the program times it, every configuration
     alternated over the rounds: the mean [95 % CI] and what tracing adds to it."""
@@ -124,26 +119,42 @@ def bench_mpi():
              f"uretprobe:{LIBMPI}:MPI_Allreduce /@s[tid]/ "
              f"{{ @lat = hist(nsecs - @s[tid]); delete(@s[tid]); }}")
     multi0 = dict(os.environ, COMMTRACE_UPROBE_MULTI="0")
+    js = Path(tempfile.mkdtemp(prefix="ct-bench-")) / "cost.json"
+
+    def costed(args, calls, env=None):
+        """ns per call as the program times it, and what --cost accounts per call and rank
+        (the 100 warm-up calls and MPI's set-up included)."""
+        ns = run(traced(["--cost", "--json", str(js), *args]), "ns_per_call", env=env)
+        return ns, json.loads(js.read_text())["cost"]["targets_added_ns"] / (2 * calls)
+
     for size, calls in ((8, 200000), (1 << 20, 4000)):
         cmd = MPIRUN + [str(PROGS / "mpi_bench"), str(calls), str(size)]
         configs = {
-            "untraced": lambda: run(cmd, "ns_per_call"),
-            "commtrace": lambda: run(traced(cmd), "ns_per_call"),
-            "commtrace --no-stacks": lambda: run(traced(["--no-stacks", *cmd]), "ns_per_call"),
-            "commtrace, perf-event links": lambda: run(traced(cmd), "ns_per_call", env=multi0),
+            "untraced": lambda: (run(cmd, "ns_per_call"), None),
+            "commtrace": lambda: costed(cmd, calls),
+            "commtrace --no-stacks": lambda: costed(["--no-stacks", *cmd], calls),
+            "commtrace, perf-event links": lambda: costed(cmd, calls, env=multi0),
         }
         if shutil.which("bpftrace"):
-            configs["bpftrace (same probes)"] = lambda: with_bpftrace(probe, cmd, "ns_per_call")
+            configs["bpftrace (same probes)"] = lambda: (
+                with_bpftrace(probe, cmd, "ns_per_call"), None)
         res = bs.alternate(list(configs), ROUNDS, lambda k: configs[k]())
         print(f"\nMPI_Allreduce {size} B, 2 ranks: ns per call (timed in the program), "
-              f"{ROUNDS} rounds alternated [95% CI]")
+              f"{ROUNDS} rounds alternated [95% CI]; accounted: what --cost counts per call "
+              f"and rank (probe hits x one hit + BPF time)")
+        base = [r[0] for r in res["untraced"]]
         for k in configs:
-            line = f"  {k:<30} {bs.fmt(bs.bootstrap(bs.mean, res[k]), digits=0):>28}"
+            ns = [r[0] for r in res[k]]
+            line = f"  {k:<30} {bs.fmt(bs.bootstrap(bs.mean, ns), digits=0):>28}"
             if k != "untraced":
-                added = bs.bootstrap(bs.diff_of_means, res[k], res["untraced"])
-                ratio = bs.bootstrap(bs.ratio_of_means, res[k], res["untraced"])
+                added = bs.bootstrap(bs.diff_of_means, ns, base)
+                ratio = bs.bootstrap(bs.ratio_of_means, ns, base)
                 line += f"   added {bs.fmt(added, ' ns', 0)}, {bs.fmt(ratio, 'x', 3)}"
+            if res[k][0][1] is not None:
+                acc = bs.bootstrap(bs.mean, [r[1] for r in res[k]])
+                line += f"; accounted {bs.fmt(acc, ' ns', 0)}"
             print(line)
+    shutil.rmtree(js.parent, ignore_errors=True)
 
 
 def cleanup(procs, tmp=None):
@@ -276,49 +287,120 @@ def bench_pystack():
                   f"{bs.fmt(total, ' ns', 0)} (goal <= 4000 ns: {bs.within(total, 4000)})")
 
 
+PORT = [29700]
+
+
+def two_ranks(cmd, go, tracer_args, per, unit, inner_go=None, env=None):
+    """One run of a 2-rank Gloo job: cmd (RANK set for each, rank 0 with --time), which
+    waits at --wait-file until the tracer, unless tracer_args is None, has attached by pid
+    with --cost. go: the wait file; inner_go: its path as the ranks see it (a chroot).
+    Rank 0's wall and CPU ns per unit ("step": ns_per_step, cpu_ns_per_step); traced, what
+    the tracer accounts per unit and rank over the per units the ranks ran: {wall, cpu,
+    added, hits, bpf, tracer (s per run)}."""
+    PORT[0] += 1
+    js = go.with_suffix(".json")
+    env = dict(env or os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(PORT[0]),
+               WORLD_SIZE="2")
+    cmd = [*map(str, cmd), "--wait-file", str(inner_go or go)]
+    ranks = [subprocess.Popen(cmd + ["--time"], env=dict(env, RANK="0"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
+             subprocess.Popen(cmd, env=dict(env, RANK="1"), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)]
+    tracer = None
+    try:
+        pids = [wait_pidfile(Path(f"{go}.pid.{r}"), ranks[r], cmd[1]) for r in (0, 1)]
+        if tracer_args is not None:
+            tracer = subprocess.Popen([*tracer_args, "-q", "--cost", "--json", js,
+                                       "-p", ",".join(pids)], stderr=subprocess.PIPE, text=True)
+            for line in tracer.stderr:
+                if line.startswith("attached:"):
+                    break
+        go.touch()
+        out, err = ranks[0].communicate(timeout=600)
+        ranks[1].wait(timeout=60)
+        if ranks[0].returncode or ranks[1].returncode:
+            raise SystemExit(f"bench: {' '.join(cmd)} failed:\n{err[-3000:]}")
+        r = {"wall": number(out, f"ns_per_{unit}"), "cpu": number(out, f"cpu_ns_per_{unit}")}
+        if tracer:
+            if tracer.wait(timeout=120):
+                raise SystemExit(f"bench: the tracer failed ({tracer.returncode})")
+            cost = json.loads(js.read_text())["cost"]
+            r.update(added=cost["targets_added_ns"] / (2 * per),
+                     hits=cost["probe_hits"] / (2 * per), bpf=cost["bpf_ns"] / (2 * per),
+                     tracer=cost["tracer_cpu_ns"] / 1e9)
+        return r
+    finally:
+        cleanup((*ranks, tracer))
+        for f in (go, js, Path(f"{go}.pid.0"), Path(f"{go}.pid.1")):
+            f.unlink(missing_ok=True)
+
+
+def ranks_table(title, runs, unit, base="untraced"):
+    """Per configuration: rank 0's wall and CPU ns per unit, and traced, what the tracer
+    accounts per unit and rank; then each one's CPU ratio to base, measured and accounted."""
+    print(f"\n{title}, {ROUNDS} rounds alternated: rank 0's ns per {unit}, mean [95% CI]; "
+          f"accounted: what --cost counts per {unit} and rank (probe hits x one hit + BPF "
+          f"time); the tracer's own CPU per run (s, attach included)")
+    print(f"  {'configuration':<28} {'wall':>30} {'CPU (threads, kernel included)':>30} "
+          f"{'accounted added CPU':>30} {'hits':>7} {'BPF ns':>10} {'tracer s':>9}")
+    for name, rs in runs.items():
+        acc = tr = ""
+        if "added" in rs[0]:
+            acc = bs.fmt(bs.bootstrap(bs.mean, [r["added"] for r in rs]), digits=0)
+            tr = (f"{statistics.mean(r['hits'] for r in rs):>7,.0f} "
+                  f"{statistics.mean(r['bpf'] for r in rs):>10,.0f} "
+                  f"{statistics.mean(r['tracer'] for r in rs):>9.2f}")
+        print(f"  {name:<28} "
+              + " ".join(f"{bs.fmt(bs.bootstrap(bs.mean, [r[k] for r in rs]), digits=0):>30}"
+                         for k in ("wall", "cpu")) + f" {acc:>30} {tr}")
+    ref = [r["cpu"] for r in runs[base]]
+    for name, rs in runs.items():
+        if name == base:
+            continue
+        line = (f"  {name}: CPU x {base} "
+                f"{bs.fmt(bs.bootstrap(bs.ratio_of_means, [r['cpu'] for r in rs], ref))}")
+        if "added" in rs[0]:
+            acc = bs.bootstrap(lambda a, b: 1 + bs.mean(a) / bs.mean(b),
+                               [r["added"] for r in rs], ref)
+            line += f"; accounted {bs.fmt(acc)}"
+        print(line)
+
+
 def bench_training():
-    port = 29700
-    def job(prefix, *args):
-        nonlocal port
-        port += 1
-        ddp = f"/usr/bin/python3 {WORK / 'train_ddp.py'} --steps 60 --step-sleep 0 {' '.join(args)}"
-        script = (f"export MASTER_ADDR=127.0.0.1 MASTER_PORT={port} WORLD_SIZE=2; "
-                  f"RANK=1 {ddp} & RANK=0 {ddp} --time; wait")
-        return run(prefix + ["sh", "-c", script], "ns_per_step")
-    out = Path(tempfile.mkdtemp(prefix="commtrace-bench."))
-    every = [TRACER, "-q", "--ops", "--sharding", "--json", out / "t.json", "--table",
-             out / "t.txt", "--noise-level", "2", "--chrome", out / "t.chrome.json",
-             "--metrics", "0", "--"]
-    rows = [
-        ("untraced", median(lambda: job([]))),
-        ("commtrace (stacks)", median(lambda: job([TRACER, "-q", "--"]))),
-        ("commtrace --no-stacks", median(lambda: job([TRACER, "-q", "--no-stacks", "--"]))),
-        ("commtrace, every option", median(lambda: job(every))),
-        ("torch.profiler (shapes)", median(lambda: job([], "--torch-profiler"))),
-    ]
-    shutil.rmtree(out, ignore_errors=True)
-    table("DDP training, 2 Gloo ranks (PyTorch 1.13, CPU): ns per step", rows)
+    """2-rank DDP on Gloo (PyTorch 1.13): the tracer's modes, against torch's profiler."""
+    steps = 60
+    tmp = Path(tempfile.mkdtemp(prefix="commtrace-bench."))
+    every = ["--ops", "--sharding", "--table", tmp / "t.txt", "--noise-level", "2",
+             "--chrome", tmp / "t.chrome.json", "--metrics", "0"]
+    configs = {"untraced": (None, ()), "commtrace (stacks)": ([TRACER], ()),
+               "commtrace --no-stacks": ([TRACER, "--no-stacks"], ()),
+               "commtrace, every option": ([TRACER, *every], ()),
+               "torch.profiler (shapes)": (None, ("--torch-profiler",))}
+    cmd = ["/usr/bin/python3", WORK / "train_ddp.py", "--steps", steps, "--step-sleep", "0"]
+    try:
+        runs = bs.alternate(list(configs), ROUNDS, lambda c: two_ranks(
+            [*cmd, *configs[c][1]], tmp / "go", configs[c][0], steps, "step"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    ranks_table("DDP training, 2 Gloo ranks (PyTorch 1.13, CPU)", runs, "step")
 
 
 def bench_ops():
     """Seed 000's MLP (ops through __torch_function__): what --ops costs, against torch's
     profiler on the same loop."""
-    port = 29800
-
-    def job(prefix, *args):
-        nonlocal port
-        port += 1
-        mlp = f"/usr/bin/python3 {WORK / 'seed000_mlp.py'} --forwards 300 --backward"
-        script = (f"export MASTER_ADDR=127.0.0.1 MASTER_PORT={port} WORLD_SIZE=2; "
-                  f"RANK=1 {mlp} {' '.join(args)} & RANK=0 {mlp} --time {' '.join(args)}; wait")
-        return run(prefix + ["sh", "-c", script], "ns_per_forward")
-    rows = [
-        ("untraced", median(lambda: job([]))),
-        ("commtrace (stacks)", median(lambda: job([TRACER, "-q", "--"]))),
-        ("commtrace --ops", median(lambda: job([TRACER, "-q", "--ops", "--"]))),
-        ("torch.profiler (shapes)", median(lambda: job([], "--torch-profiler"))),
-    ]
-    table("Seed 000's MLP, 2 Gloo ranks, forward + backward: ns per forward", rows)
+    forwards = 300
+    tmp = Path(tempfile.mkdtemp(prefix="commtrace-bench."))
+    configs = {"untraced": (None, ()), "commtrace (stacks)": ([TRACER], ()),
+               "commtrace --ops": ([TRACER, "--ops"], ()),
+               "torch.profiler (shapes)": (None, ("--torch-profiler",))}
+    cmd = ["/usr/bin/python3", WORK / "seed000_mlp.py", "--forwards", forwards, "--backward"]
+    try:
+        runs = bs.alternate(list(configs), ROUNDS, lambda c: two_ranks(
+            [*cmd, *configs[c][1]], tmp / "go", configs[c][0], forwards, "forward"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    ranks_table("Seed 000's MLP, 2 Gloo ranks, forward + backward (PyTorch 1.13)", runs,
+                "forward")
 
 
 TORCH2_ROOT = REPO / "build" / "torch2-root"  # scripts/torch2-root.sh (make test builds it)
@@ -326,8 +408,7 @@ TORCH2_ROOT = REPO / "build" / "torch2-root"  # scripts/torch2-root.sh (make tes
 
 def bench_torch2():
     """PyTorch 2.6 (the Debian 13 root, ranks under chroot): its own test Transformer with
-    tensor parallelism, steady state (2 warm-up steps untimed), against CommDebugMode on the
-    same loop."""
+    tensor parallelism, against CommDebugMode on the same loop."""
     if not (TORCH2_ROOT / ".commtrace-root").exists():
         print(f"\nPyTorch 2.6: SKIPPED, no root at {TORCH2_ROOT} (scripts/torch2-root.sh)")
         return
@@ -338,109 +419,40 @@ def bench_torch2():
     inner = "/opt/commtrace-bench"
     shutil.rmtree(TORCH2_ROOT / inner.lstrip("/"), ignore_errors=True)
     shutil.copytree(WORK, TORCH2_ROOT / inner.lstrip("/"))
-    port = 29900
     steps, warmup = 20, 2
-
-    def job(tracer_args, *args):
-        """Rank 0's wall and CPU ns per timed step and, traced with --cost, what the tracer
-        accounts per step and rank over all steps (warm-up included): {wall, cpu, added,
-        tracer}. The tracer attaches by pid while the ranks wait."""
-        nonlocal port
-        port += 1
-        go = TORCH2_ROOT / inner.lstrip("/") / f"go.{port}"
-        js = go.with_suffix(".json")
-        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2",
-                   USE_LIBUV="0")
-        py = ["chroot", str(TORCH2_ROOT), "python3", f"{inner}/tp_models.py", "--model",
-              "transformer", "--warmup", str(warmup), "--steps", str(steps),
-              "--wait-file", f"{inner}/{go.name}", *args]
-        ranks = [subprocess.Popen(py + ["--time"], env=dict(env, RANK="0"),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
-                 subprocess.Popen(py, env=dict(env, RANK="1"), stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)]
-        tracer = None
-        try:
-            pids = [wait_pidfile(Path(f"{go}.pid.{r}"), ranks[r], "tp_models.py") for r in (0, 1)]
-            if tracer_args is not None:
-                tracer = subprocess.Popen([*tracer_args[:-1], "-q", "--cost", "--json", js,
-                                           "-p", ",".join(pids)],
-                                          stderr=subprocess.PIPE, text=True)
-                for line in tracer.stderr:
-                    if line.startswith("attached:"):
-                        break
-            go.touch()
-            out, err = ranks[0].communicate(timeout=600)
-            ranks[1].wait(timeout=60)
-            if ranks[0].returncode or ranks[1].returncode:
-                raise SystemExit(f"bench: torch2 job failed:\n{err[-3000:]}")
-            r = {"wall": number(out, "ns_per_step"), "cpu": number(out, "cpu_ns_per_step")}
-            if tracer:
-                if tracer.wait(timeout=120):
-                    raise SystemExit(f"bench: the tracer failed ({tracer.returncode})")
-                cost = json.loads(js.read_text())["cost"]
-                per = 2 * (steps + warmup)
-                r["added"] = cost["targets_added_ns"] / per
-                r["tracer"] = cost["tracer_cpu_ns"] / 1e9  # the whole run, attach included
-                r["hits"] = cost["probe_hits"] / per
-                r["bpf"] = cost["bpf_ns"] / per
-            return r
-        finally:
-            cleanup((*ranks, tracer))
-            for f in (go, js, Path(f"{go}.pid.0"), Path(f"{go}.pid.1")):
-                f.unlink(missing_ok=True)
-
+    cmd = ["chroot", TORCH2_ROOT, "python3", f"{inner}/tp_models.py", "--model", "transformer",
+           "--warmup", warmup, "--steps", steps]
+    env = dict(os.environ, USE_LIBUV="0")
     configs = {"untraced": (None, ()), "CommDebugMode (in-process)": (None, ("--debug-mode",)),
-               "commtrace (stacks)": ([TRACER, "--"], ()),
-               "commtrace --ops": ([TRACER, "--ops", "--"], ()),
+               "commtrace (stacks)": ([TRACER], ()),
+               "commtrace --ops": ([TRACER, "--ops"], ()),
                "--ops, entry+return probes": (["env", "COMMTRACE_UPROBE_SESSION=0", TRACER,
-                                               "--ops", "--"], ())}
+                                               "--ops"], ())}
     try:
-        runs = bs.alternate(list(configs), ROUNDS,
-                            lambda c: job(configs[c][0], *configs[c][1]))
+        runs = bs.alternate(list(configs), ROUNDS, lambda c: two_ranks(
+            [*cmd, *configs[c][1]], TORCH2_ROOT / inner.lstrip("/") / "go", configs[c][0],
+            steps + warmup, "step", inner_go=f"{inner}/go", env=env))
     finally:
         shutil.rmtree(TORCH2_ROOT / inner.lstrip("/"), ignore_errors=True)
         if mounted:
             subprocess.run(["umount", str(proc)])
-    print(f"\nPyTorch 2.6 test Transformer, TP over 2 Gloo ranks (CPU), {ROUNDS} rounds "
-          f"alternated: rank 0's ns per step, mean [95% CI]; accounted: what the tracer's "
-          f"--cost counts per step and rank (probe hits x one hit + BPF time), and the "
-          f"tracer's own CPU per run (s, attach included)")
-    print(f"  {'configuration':<28} {'wall':>30} {'CPU (threads, kernel included)':>30} "
-          f"{'accounted added CPU':>30} {'hits':>7} {'BPF ns':>10} {'tracer s':>9}")
-    for name in configs:
+    ranks_table("PyTorch 2.6 test Transformer, TP over 2 Gloo ranks (CPU)", runs, "step")
+    base = [r["cpu"] for r in runs["untraced"]]
+    cdm = [r["cpu"] for r in runs["CommDebugMode (in-process)"]]
+    d = bs.bootstrap(bs.ratio_of_means, [r["cpu"] for r in runs["commtrace (stacks)"]], base)
+    acc = bs.bootstrap(lambda a, b: 1 + bs.mean(a) / bs.mean(b),
+                       [r["added"] for r in runs["commtrace (stacks)"]], base)
+    print(f"  goal, default mode <= 1.01 x untraced: measured {bs.within(d, 1.01)}, "
+          f"accounted {bs.within(acc, 1.01)}")
+    for name in ("commtrace --ops", "--ops, entry+return probes"):
         rs = runs[name]
-        acc = (bs.fmt(bs.bootstrap(bs.mean, [r["added"] for r in rs]), digits=0)
-               if "added" in rs[0] else "-")
-        tr = (f"{statistics.mean(r['hits'] for r in rs):>7,.0f} "
-              f"{statistics.mean(r['bpf'] for r in rs):>10,.0f} "
-              f"{statistics.mean(r['tracer'] for r in rs):>9.2f}") if "tracer" in rs[0] else ""
-        print(f"  {name:<28} "
-              + " ".join(f"{bs.fmt(bs.bootstrap(bs.mean, [r[k] for r in rs]), digits=0):>30}"
-                         for k in ("wall", "cpu")) + f" {acc:>30} {tr}")
-    base_cpu = [r["cpu"] for r in runs["untraced"]]
-    for k, what in (("wall", "wall"), ("cpu", "CPU")):
-        base = [r[k] for r in runs["untraced"]]
-        cdm = [r[k] for r in runs["CommDebugMode (in-process)"]]
-        dflt = [r[k] for r in runs["commtrace (stacks)"]]
-        d = bs.bootstrap(bs.ratio_of_means, dflt, base)
-        print(f"  {what}: commtrace x untraced {bs.fmt(d)} (goal <= 1.01: "
-              f"{bs.within(d, 1.01)}); CommDebugMode x untraced "
-              f"{bs.fmt(bs.bootstrap(bs.ratio_of_means, cdm, base))}")
-        for name in ("commtrace --ops", "--ops, entry+return probes"):
-            share = bs.bootstrap(
-                lambda o, c, b: bs.diff_of_means(o, b) / bs.diff_of_means(c, b),
-                [r[k] for r in runs[name]], cdm, base)
-            print(f"    {name} adds {bs.fmt(share, digits=2)} of what CommDebugMode adds "
-                  f"(goal <= 0.33: {bs.within(share, 0.33)})")
-    # The accounted figures: the probes' cost as the kernel counts it, over the untraced step.
-    cdm_added = bs.diff_of_means([r["cpu"] for r in runs["CommDebugMode (in-process)"]],
-                                 base_cpu)
-    for name in ("commtrace (stacks)", "commtrace --ops"):
-        added = [r["added"] for r in runs[name]]
-        ratio = bs.bootstrap(lambda a, b: 1 + bs.mean(a) / bs.mean(b), added, base_cpu)
-        print(f"  accounted: {name} x untraced {bs.fmt(ratio)}"
-              + (f" (goal <= 1.01: {bs.within(ratio, 1.01)})" if name == "commtrace (stacks)"
-                 else f"; {bs.mean(added) / cdm_added:.2f} of what CommDebugMode adds"))
+        share = bs.bootstrap(lambda o, c, b: bs.diff_of_means(o, b) / bs.diff_of_means(c, b),
+                             [r["cpu"] for r in rs], cdm, base)
+        acc = bs.bootstrap(lambda a, c, b: bs.mean(a) / bs.diff_of_means(c, b),
+                           [r["added"] for r in rs], cdm, base)
+        print(f"  {name} adds {bs.fmt(share, digits=2)} of what CommDebugMode adds, "
+              f"accounted {bs.fmt(acc, digits=2)} (goal <= 0.33: measured "
+              f"{bs.within(share, 0.33)}, accounted {bs.within(acc, 0.33)})")
 
 
 # ---------------------------------------------------------------------------------------

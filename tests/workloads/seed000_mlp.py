@@ -16,7 +16,8 @@ Ranks: MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE in the environment, Gloo backend.
   --pid-file P      write the pid to P.RANK after init and go on (a job already running,
                     as the demo attaches to it)
   --expect F        write this rank's ledger (what it did) to F.RANK as JSON
-  --time            rank 0 prints "ns_per_forward N" (the loop only)
+  --time            rank 0 prints "ns_per_forward N" and "cpu_ns_per_forward N" (the loop
+                    only; CPU: every thread of the rank, kernel time included)
   --linger S        stay S seconds after the loop (a tracer reading the live model, as
                     --sharding does, then still finds it)
   --torch-profiler  run the loop under torch.profiler (CPU, shapes recorded)
@@ -166,7 +167,7 @@ def main():
     if a.torch_profiler:
         from torch.profiler import ProfilerActivity, profile
         prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True)
-    t0 = time.perf_counter_ns()
+    t0, c0 = time.perf_counter_ns(), time.process_time_ns()
     with prof:
         for _ in range(a.forwards):
             x = DTensor.from_local(torch.randn(4, 16), ("Replicate()",))
@@ -175,7 +176,8 @@ def main():
                 out.to_local().sum().backward()
             time.sleep(a.pause)
     if a.time and rank == 0:
-        print(f"ns_per_forward {(time.perf_counter_ns() - t0) / a.forwards:.1f}", flush=True)
+        print(f"ns_per_forward {(time.perf_counter_ns() - t0) / a.forwards:.1f}\n"
+              f"cpu_ns_per_forward {(time.process_time_ns() - c0) / a.forwards:.1f}", flush=True)
     time.sleep(a.linger)
     ledger = {
         "rank": rank,

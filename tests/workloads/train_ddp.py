@@ -7,7 +7,8 @@ backend, one process per rank (start them with MASTER_ADDR/MASTER_PORT/RANK/WORL
   --ready-file P   write "PID\n" to P.RANK once the process group is up
   --wait-file P    write the pid to P.pid.RANK after DDP is set up, wait for P to exist
   --expect F       write this rank's ledger to F.RANK (JSON)
-  --time           rank 0 prints "ns_per_step N" (the training loop only)
+  --time           rank 0 prints "ns_per_step N" and "cpu_ns_per_step N" (the training loop
+                   only; CPU: every thread of the rank, kernel time included)
   --torch-profiler run the loop under torch.profiler (CPU, shapes recorded): the in-process
                    reference that scripts/bench.py compares the tracer's cost with
 """
@@ -57,7 +58,7 @@ def main():
         while not os.path.exists(a.wait_file):
             time.sleep(0.02)
     prof = profiler(a.torch_profiler)
-    t0 = time.perf_counter_ns()
+    t0, c0 = time.perf_counter_ns(), time.process_time_ns()
     with prof:
         for step in range(a.steps):
             time.sleep(a.step_sleep)
@@ -67,7 +68,8 @@ def main():
             loss.backward()
             opt.step()
     if a.time and rank == 0:
-        print(f"ns_per_step {(time.perf_counter_ns() - t0) / a.steps:.1f}", flush=True)
+        print(f"ns_per_step {(time.perf_counter_ns() - t0) / a.steps:.1f}\n"
+              f"cpu_ns_per_step {(time.process_time_ns() - c0) / a.steps:.1f}", flush=True)
     if a.expect:
         with open(f"{a.expect}.{rank}", "w") as f:
             json.dump({"rank": rank, "steps": a.steps}, f)
