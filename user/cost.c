@@ -180,7 +180,8 @@ static int site_offset(uint64_t *off)
 }
 
 /* What one probe hit costs here: the site's CPU time with the do-nothing probe, less
- * without. 0 when it could not be measured (said with -v). */
+ * without. 0 when it could not be measured (said on stderr: the hits are then not in the
+ * targets' added CPU). */
 static double measure_hit(struct ct_session *s)
 {
 	struct ct_links links = {0};
@@ -191,7 +192,10 @@ static double measure_hit(struct ct_session *s)
 	if (!err)
 		err = ct_bpf_attach_calib(s, "/proc/self/exe", off, &links);
 	if (err) {
-		ct_info("commtrace: --cost: one probe hit not measured: %s\n", strerror(-err));
+		fprintf(stderr,
+			"commtrace-bpf: --cost: one probe hit could not be measured (%s): the "
+			"cost below is the BPF time only\n",
+			strerror(-err));
 		return 0;
 	}
 	bare = site_ns();
