@@ -30,8 +30,9 @@ def check_cost(js):
     progs = cost["programs"]
     # Every call counted returned: one return-program run each, no other return probe.
     assert progs["ct_exit"]["runs"] == js["total_counts"], (progs, js["total_counts"])
-    # The entry program also runs at the dynamic linker's and entry point's probes.
-    assert js["total_counts"] <= progs["ct_entry"]["runs"] <= js["total_counts"] + 16, progs
+    # The entry program also runs at the dynamic linker's probe, which is file-wide: any
+    # process's dlopen on the machine takes it (filtered in BPF).
+    assert js["total_counts"] <= progs["ct_entry"]["runs"] <= js["total_counts"] + 1000, progs
     uprobes = ("ct_entry", "ct_exit", "ct_py_enter", "ct_py_exit", "ct_py_session")
     assert cost["probe_hits"] == sum(progs[p]["runs"] for p in uprobes if p in progs)
     assert cost["bpf_ns"] == sum(progs[p]["ns"] for p in uprobes if p in progs)
