@@ -106,25 +106,6 @@ static uint64_t targets_cpu(const struct ct_session *s, bool at_end, bool *all)
 	return sum;
 }
 
-void ct_cost_begin(struct ct_session *s)
-{
-	struct ct_cost *c = &s->cost;
-	bool all;
-
-	c->stats_fd = -1;
-	c->targets_cpu_ns = -1;
-	if (!s->opts->cost || !s->skel)
-		return;
-	c->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
-	if (c->stats_fd < 0)
-		ct_info("commtrace: --cost: BPF_ENABLE_STATS refused (%s); counting only if "
-			"kernel.bpf_stats_enabled is 1\n",
-			strerror(errno));
-	c->on_at_start = c->stats_fd >= 0 || stats_sysctl_on();
-	c->targets_start_ns = targets_cpu(s, false, &all);
-	read_progs(s, c); /* what ran before, subtracted at the end */
-}
-
 static uint64_t thread_ns(void)
 {
 	struct timespec t;
@@ -214,16 +195,60 @@ static uint64_t rusage_ns(const struct rusage *ru)
 	       (uint64_t)ru->ru_stime.tv_usec * 1000ULL;
 }
 
-void ct_cost_end(struct ct_session *s)
+void ct_cost_begin(struct ct_session *s)
 {
-	struct ct_cost *c = &s->cost, start = *c;
-	struct rusage ru;
+	struct ct_cost *c = &s->cost;
 	bool all;
+
+	c->stats_fd = -1;
+	c->targets_cpu_ns = -1;
+	if (!s->opts->cost || !s->skel)
+		return;
+	c->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+	if (c->stats_fd < 0)
+		ct_info("commtrace: --cost: BPF_ENABLE_STATS refused (%s); counting only if "
+			"kernel.bpf_stats_enabled is 1\n",
+			strerror(errno));
+	c->on_at_start = c->stats_fd >= 0 || stats_sysctl_on();
+	if (c->on_at_start)
+		c->hit_ns = measure_hit(s);
+	c->targets_start_ns = targets_cpu(s, false, &all);
+	read_progs(s, c); /* what ran before, subtracted from now on */
+	memcpy(c->base, c->prog, sizeof(c->base));
+}
+
+void ct_cost_sample(struct ct_session *s)
+{
+	struct ct_cost *c = &s->cost;
+	struct rusage ru;
 
 	if (!s->opts->cost || !s->skel)
 		return;
 	if (!getrusage(RUSAGE_SELF, &ru))
 		c->tracer_cpu_ns = rusage_ns(&ru);
+	read_progs(s, c); /* the same programs in the same order as at the start */
+	c->hits = c->bpf_ns = 0;
+	for (int i = 0; i < c->n_prog; i++) {
+		if (c->base[i].name == c->prog[i].name) {
+			c->prog[i].runs -= c->base[i].runs;
+			c->prog[i].ns -= c->base[i].ns;
+		}
+		if (c->prog[i].uprobe) {
+			c->hits += c->prog[i].runs;
+			c->bpf_ns += c->prog[i].ns;
+		}
+	}
+}
+
+void ct_cost_end(struct ct_session *s)
+{
+	struct ct_cost *c = &s->cost;
+	struct rusage ru;
+	bool all;
+
+	if (!s->opts->cost || !s->skel)
+		return;
+	ct_cost_sample(s);
 	if (s->opts->cmd) { /* the command and what it started and waited for */
 		if (s->child_reaped && !getrusage(RUSAGE_CHILDREN, &ru))
 			c->targets_cpu_ns = (int64_t)rusage_ns(&ru);
@@ -233,25 +258,9 @@ void ct_cost_end(struct ct_session *s)
 		if (all && now >= c->targets_start_ns)
 			c->targets_cpu_ns = (int64_t)(now - c->targets_start_ns);
 	}
-	read_progs(s, c);
-	c->hits = c->bpf_ns = 0;
-	for (int i = 0; i < c->n_prog; i++) {
-		for (int j = 0; j < start.n_prog; j++) {
-			if (start.prog[j].name == c->prog[i].name) {
-				c->prog[i].runs -= start.prog[j].runs;
-				c->prog[i].ns -= start.prog[j].ns;
-			}
-		}
-		if (c->prog[i].uprobe) {
-			c->hits += c->prog[i].runs;
-			c->bpf_ns += c->prog[i].ns;
-		}
-	}
 	if (!c->on_at_start || !(c->stats_fd >= 0 || stats_sysctl_on()))
 		c->why = "BPF statistics were off (BPF_ENABLE_STATS refused and "
 			 "kernel.bpf_stats_enabled not 1 for the whole trace)";
-	else
-		c->hit_ns = measure_hit(s);
 	if (c->stats_fd >= 0)
 		close(c->stats_fd);
 	c->stats_fd = -1;

@@ -434,6 +434,8 @@ static int trace(struct ct_session *s)
 		if (now - last_drops >= 1000000000ULL) {
 			last_drops = now;
 			drop_notice(s, now, false);
+			if (s->metrics)
+				ct_cost_sample(s); /* --cost: its metrics, once a second */
 		}
 		if (progress_wanted) {
 			progress_wanted = 0;

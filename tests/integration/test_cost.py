@@ -8,7 +8,10 @@ the tracer (attach mode) comes from the BPF exit tracepoint, and must agree with
 target measured of itself. Nothing here is timed.
 """
 import json
+import re
+import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -99,3 +102,37 @@ def test_no_cost_without_the_option(bpf, progs, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "cost" not in json.loads(js_path.read_text())
     assert "commtrace: cost:" not in r.stderr
+
+
+def test_cost_metrics_live(bpf, progs, reaper, start_tracer, tmp_path):
+    """--cost with --metrics: the counters while tracing, refreshed every second."""
+    go, js_path = tmp_path / "go", tmp_path / "trace.json"
+    target = reaper.popen([progs / "event_rate", progs / "libhccl.so", "--calls", 3000,
+                           "--rate", 1000, "--wait-file", go], stdout=subprocess.DEVNULL)
+    wait_files([f"{go}.pid"], procs=[target])
+    tracer = start_tracer(["-q", "--cost", "--metrics", "0", "-p", read_pid(f"{go}.pid"),
+                           "--json", js_path])
+    tracer.wait_attached()
+    m = re.match(r"^metrics: serving http://(\S+)/metrics$",
+                 tracer.wait_line("metrics: serving", timeout=30))
+    assert m, tracer.describe()
+    touch(go)
+    deadline, seen = time.monotonic() + 60, {}
+    while seen.get("commtrace_probe_hits_total", 0) < 1000:  # one second of calls, both probes
+        assert time.monotonic() < deadline and target.poll() is None, (seen, tracer.describe())
+        time.sleep(0.2)
+        with urllib.request.urlopen(f"http://{m.group(1)}/metrics", timeout=10) as r:
+            seen = {l.split()[0]: float(l.split()[1]) for l in r.read().decode().splitlines()
+                    if l.startswith("commtrace_") and "{" not in l}
+    assert seen["commtrace_probe_hit_seconds"] > 0, seen
+    assert seen["commtrace_bpf_seconds_total"] > 0, seen
+    assert seen["commtrace_targets_added_cpu_seconds_total"] == pytest.approx(
+        seen["commtrace_probe_hits_total"] * seen["commtrace_probe_hit_seconds"]
+        + seen["commtrace_bpf_seconds_total"], rel=1e-6, abs=1e-9), seen
+    assert seen["commtrace_tracer_cpu_seconds_total"] > 0, seen
+    assert wait_proc(target, 120, "event_rate") == 0
+    assert tracer.wait(timeout=60) == 0, tracer.describe()
+    cost = check_cost(load_trace_json(js_path))
+    # The final counts hold everything the live ones did, and the same one-hit figure.
+    assert cost["probe_hits"] >= seen["commtrace_probe_hits_total"]
+    assert cost["hit_ns"] == pytest.approx(seen["commtrace_probe_hit_seconds"] * 1e9, rel=1e-6)

@@ -102,6 +102,37 @@ static bool has_line(const char *text, const char *line)
 	return false;
 }
 
+TEST(metrics_cost)
+{
+	struct ct_session s = {0};
+	struct ct_opts o = {0};
+	struct ct_sbuf b = {0};
+
+	s.opts = &o;
+	s.cost.on_at_start = true;
+	s.cost.hits = 1000;
+	s.cost.hit_ns = 2500; /* 2.5 ms of hits */
+	s.cost.bpf_ns = 1500000;
+	s.cost.tracer_cpu_ns = 420000000;
+	ct_metrics_render(&s, &b, 1, 0);
+	if (!ASSERT_TRUE(b.buf && !b.oom, "rendered"))
+		goto out;
+	ASSERT_TRUE(!strstr(b.buf, "commtrace_probe_hits_total"), "no cost without --cost");
+	o.cost = true;
+	ct_metrics_render(&s, &b, 1, 0);
+	has_line(b.buf, "# TYPE commtrace_probe_hits_total counter");
+	has_line(b.buf, "commtrace_probe_hits_total 1000");
+	has_line(b.buf, "commtrace_bpf_seconds_total 0.001500000");
+	has_line(b.buf, "commtrace_probe_hit_seconds 2.5e-06");
+	has_line(b.buf, "commtrace_targets_added_cpu_seconds_total 0.004000000");
+	has_line(b.buf, "commtrace_tracer_cpu_seconds_total 0.420000000");
+	s.cost.on_at_start = false; /* statistics off: no figures rather than zeros */
+	ct_metrics_render(&s, &b, 1, 0);
+	ASSERT_TRUE(!strstr(b.buf, "commtrace_probe_hits_total"), "no cost when not counted");
+out:
+	ct_sbuf_free(&b);
+}
+
 TEST(metrics_render)
 {
 	uint32_t id = probe_id("MPI_Allreduce");

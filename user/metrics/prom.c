@@ -352,6 +352,33 @@ static void render_progress(struct ct_session *s, struct ct_sbuf *b)
 	free(g);
 }
 
+/* --cost (user/cost.h): what tracing costs the traced processes, sampled every second. */
+static void render_cost(struct ct_session *s, struct ct_sbuf *b)
+{
+	const struct ct_cost *c = &s->cost;
+
+	if (!s->opts || !s->opts->cost || !c->on_at_start)
+		return;
+	counter(b, "commtrace_probe_hits_total",
+		"Probe hits (runs of the uprobe programs, return probes included), --cost.",
+		c->hits);
+	family(b, "commtrace_bpf_seconds_total", "counter",
+	       "Run time of the uprobe programs, as the kernel counts it (--cost).");
+	ct_sbuf_printf(b, "commtrace_bpf_seconds_total %.9f\n", (double)c->bpf_ns / 1e9);
+	family(b, "commtrace_probe_hit_seconds", "gauge",
+	       "What one probe hit costs on this machine, measured at the start (--cost).");
+	ct_sbuf_printf(b, "commtrace_probe_hit_seconds %.12g\n", c->hit_ns / 1e9);
+	family(b, "commtrace_targets_added_cpu_seconds_total", "counter",
+	       "CPU time the probes took from the traced processes: hits x one hit + BPF "
+	       "time (--cost).");
+	ct_sbuf_printf(b, "commtrace_targets_added_cpu_seconds_total %.9f\n",
+		       ct_cost_targets_added_ns(c) / 1e9);
+	family(b, "commtrace_tracer_cpu_seconds_total", "counter",
+	       "The tracer's own CPU time, user and system (--cost).");
+	ct_sbuf_printf(b, "commtrace_tracer_cpu_seconds_total %.9f\n",
+		       (double)c->tracer_cpu_ns / 1e9);
+}
+
 void ct_metrics_render(struct ct_session *s, struct ct_sbuf *b, uint64_t wall_ns, double render_s)
 {
 	uint32_t nfuncs = (uint32_t)ct_catalog_size();
@@ -428,6 +455,7 @@ void ct_metrics_render(struct ct_session *s, struct ct_sbuf *b, uint64_t wall_ns
 		       (unsigned long long)s->lost_procs);
 	ct_sbuf_printf(b, "commtrace_drops_total{reason=\"group_size_unknown\"} %llu\n",
 		       (unsigned long long)s->group_size_unknown);
+	render_cost(s, b);
 	render_findings(s, b);
 	render_progress(s, b);
 }
