@@ -55,37 +55,9 @@ import time
 from pathlib import Path
 
 import benchstats as bs
-
-REPO = Path(__file__).resolve().parents[1]
-# COMMTRACE_BPF=/path/to/binary: the same figures for another build (before/after a change).
-TRACER = os.environ.get("COMMTRACE_BPF", str(REPO / "commtrace-bpf"))
-PROGS = REPO / "build" / "progs"
-WORK = REPO / "tests" / "workloads"
-MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
-REPEAT = int(os.environ.get("BENCH_REPEAT", "3"))
-# Rounds of alternated configurations for the CPU-time figures (benchstats.py).
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "10"))
-LIBMPI = "/usr/lib/x86_64-linux-gnu/libmpi.so.40"
-
-
-def number(out, key):
-    m = re.search(rf"^{key} ([0-9.]+)$", out, re.M)
-    if not m:
-        raise SystemExit(f"bench: no '{key}' in output:\n{out}")
-    return float(m.group(1))
-
-
-def run(cmd, key, env=None, timeout=600):
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
-    if r.returncode != 0:
-        raise SystemExit(f"bench: {' '.join(map(str, cmd))} failed ({r.returncode}):\n"
-                         f"{r.stdout}\n{r.stderr}")
-    return number(r.stdout, key)
-
-
-def traced(cmd):
-    return [TRACER, "-q", *cmd]
-
+from benchjobs import bench_ops, bench_torch2, bench_training
+from benchproc import (LIBMPI, MPIRUN, PROGS, REPEAT, REPO, ROUNDS, TRACER, WORK, cleanup,
+                       median, number, run, traced, wait_cpu, wait_pidfile)
 
 def with_bpftrace(program, cmd, key, env=None):
     bt = subprocess.Popen(["bpftrace", "-e", program], stdout=subprocess.PIPE,
@@ -106,10 +78,6 @@ def with_bpftrace(program, cmd, key, env=None):
             bt.wait(30)
         except subprocess.TimeoutExpired:
             bt.kill()
-
-
-def median(f):
-    return statistics.median(f() for _ in range(REPEAT))
 
 
 def bench_mpi():
@@ -155,32 +123,6 @@ def bench_mpi():
                 line += f"; accounted {bs.fmt(acc, ' ns', 0)}"
             print(line)
     shutil.rmtree(js.parent, ignore_errors=True)
-
-
-def cleanup(procs, tmp=None):
-    """Kill what is still running of procs (None entries allowed), remove tmp."""
-    for p in procs:
-        if p and p.poll() is None:
-            p.kill()
-            p.wait()
-    if tmp:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def wait_cpu(p):
-    """Wait for p: its CPU seconds (user + system, its waited-for children included)."""
-    _, status, ru = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return ru.ru_utime + ru.ru_stime
-
-
-def wait_pidfile(path, proc, what):
-    """The pid a --wait-file target wrote to path, once it has."""
-    while not (path.exists() and path.read_text().endswith("\n")):
-        if proc.poll() is not None:
-            raise SystemExit(f"bench: {what} failed to start")
-        time.sleep(0.02)
-    return path.read_text().strip()
 
 
 def bpf_prog_stats():
@@ -285,174 +227,6 @@ def bench_pystack():
             print(f"  stack capture alone: {bs.fmt(stack, ' ns', 0)} per collective "
                   f"(goal <= 1500 ns: {bs.within(stack, 1500)}); a collective with its stack: "
                   f"{bs.fmt(total, ' ns', 0)} (goal <= 4000 ns: {bs.within(total, 4000)})")
-
-
-PORT = [29700]
-
-
-def two_ranks(cmd, go, tracer_args, per, unit, inner_go=None, env=None):
-    """One run of a 2-rank Gloo job: cmd (RANK set for each, rank 0 with --time), which
-    waits at --wait-file until the tracer, unless tracer_args is None, has attached by pid
-    with --cost. go: the wait file; inner_go: its path as the ranks see it (a chroot).
-    Rank 0's wall and CPU ns per unit ("step": ns_per_step, cpu_ns_per_step); traced, what
-    the tracer accounts per unit and rank over the per units the ranks ran: {wall, cpu,
-    added, hits, bpf, tracer (s per run)}."""
-    PORT[0] += 1
-    js = go.with_suffix(".json")
-    env = dict(env or os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(PORT[0]),
-               WORLD_SIZE="2")
-    cmd = [*map(str, cmd), "--wait-file", str(inner_go or go)]
-    ranks = [subprocess.Popen(cmd + ["--time"], env=dict(env, RANK="0"),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True),
-             subprocess.Popen(cmd, env=dict(env, RANK="1"), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)]
-    tracer = None
-    try:
-        pids = [wait_pidfile(Path(f"{go}.pid.{r}"), ranks[r], cmd[1]) for r in (0, 1)]
-        if tracer_args is not None:
-            tracer = subprocess.Popen([*tracer_args, "-q", "--cost", "--json", js,
-                                       "-p", ",".join(pids)], stderr=subprocess.PIPE, text=True)
-            for line in tracer.stderr:
-                if line.startswith("attached:"):
-                    break
-        go.touch()
-        out, err = ranks[0].communicate(timeout=600)
-        ranks[1].wait(timeout=60)
-        if ranks[0].returncode or ranks[1].returncode:
-            raise SystemExit(f"bench: {' '.join(cmd)} failed:\n{err[-3000:]}")
-        r = {"wall": number(out, f"ns_per_{unit}"), "cpu": number(out, f"cpu_ns_per_{unit}")}
-        if tracer:
-            if tracer.wait(timeout=120):
-                raise SystemExit(f"bench: the tracer failed ({tracer.returncode})")
-            cost = json.loads(js.read_text())["cost"]
-            r.update(added=cost["targets_added_ns"] / (2 * per),
-                     hits=cost["probe_hits"] / (2 * per), bpf=cost["bpf_ns"] / (2 * per),
-                     tracer=cost["tracer_cpu_ns"] / 1e9)
-        return r
-    finally:
-        cleanup((*ranks, tracer))
-        for f in (go, js, Path(f"{go}.pid.0"), Path(f"{go}.pid.1")):
-            f.unlink(missing_ok=True)
-
-
-def ranks_table(title, runs, unit, base="untraced"):
-    """Per configuration: rank 0's wall and CPU ns per unit, and traced, what the tracer
-    accounts per unit and rank; then each one's CPU ratio to base, measured and accounted."""
-    print(f"\n{title}, {ROUNDS} rounds alternated: rank 0's ns per {unit}, mean [95% CI]; "
-          f"accounted: what --cost counts per {unit} and rank (probe hits x one hit + BPF "
-          f"time); the tracer's own CPU per run (s, attach included)")
-    print(f"  {'configuration':<28} {'wall':>30} {'CPU (threads, kernel included)':>30} "
-          f"{'accounted added CPU':>30} {'hits':>7} {'BPF ns':>10} {'tracer s':>9}")
-    for name, rs in runs.items():
-        acc = tr = ""
-        if "added" in rs[0]:
-            acc = bs.fmt(bs.bootstrap(bs.mean, [r["added"] for r in rs]), digits=0)
-            tr = (f"{statistics.mean(r['hits'] for r in rs):>7,.0f} "
-                  f"{statistics.mean(r['bpf'] for r in rs):>10,.0f} "
-                  f"{statistics.mean(r['tracer'] for r in rs):>9.2f}")
-        print(f"  {name:<28} "
-              + " ".join(f"{bs.fmt(bs.bootstrap(bs.mean, [r[k] for r in rs]), digits=0):>30}"
-                         for k in ("wall", "cpu")) + f" {acc:>30} {tr}")
-    ref = [r["cpu"] for r in runs[base]]
-    for name, rs in runs.items():
-        if name == base:
-            continue
-        line = (f"  {name}: CPU x {base} "
-                f"{bs.fmt(bs.bootstrap(bs.ratio_of_means, [r['cpu'] for r in rs], ref))}")
-        if "added" in rs[0]:
-            acc = bs.bootstrap(lambda a, b: 1 + bs.mean(a) / bs.mean(b),
-                               [r["added"] for r in rs], ref)
-            line += f"; accounted {bs.fmt(acc)}"
-        print(line)
-
-
-def bench_training():
-    """2-rank DDP on Gloo (PyTorch 1.13): the tracer's modes, against torch's profiler."""
-    steps = 60
-    tmp = Path(tempfile.mkdtemp(prefix="commtrace-bench."))
-    every = ["--ops", "--sharding", "--table", tmp / "t.txt", "--noise-level", "2",
-             "--chrome", tmp / "t.chrome.json", "--metrics", "0"]
-    configs = {"untraced": (None, ()), "commtrace (stacks)": ([TRACER], ()),
-               "commtrace --no-stacks": ([TRACER, "--no-stacks"], ()),
-               "commtrace, every option": ([TRACER, *every], ()),
-               "torch.profiler (shapes)": (None, ("--torch-profiler",))}
-    cmd = ["/usr/bin/python3", WORK / "train_ddp.py", "--steps", steps, "--step-sleep", "0"]
-    try:
-        runs = bs.alternate(list(configs), ROUNDS, lambda c: two_ranks(
-            [*cmd, *configs[c][1]], tmp / "go", configs[c][0], steps, "step"))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    ranks_table("DDP training, 2 Gloo ranks (PyTorch 1.13, CPU)", runs, "step")
-
-
-def bench_ops():
-    """Seed 000's MLP (ops through __torch_function__): what --ops costs, against torch's
-    profiler on the same loop."""
-    forwards = 300
-    tmp = Path(tempfile.mkdtemp(prefix="commtrace-bench."))
-    configs = {"untraced": (None, ()), "commtrace (stacks)": ([TRACER], ()),
-               "commtrace --ops": ([TRACER, "--ops"], ()),
-               "torch.profiler (shapes)": (None, ("--torch-profiler",))}
-    cmd = ["/usr/bin/python3", WORK / "seed000_mlp.py", "--forwards", forwards, "--backward"]
-    try:
-        runs = bs.alternate(list(configs), ROUNDS, lambda c: two_ranks(
-            [*cmd, *configs[c][1]], tmp / "go", configs[c][0], forwards, "forward"))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    ranks_table("Seed 000's MLP, 2 Gloo ranks, forward + backward (PyTorch 1.13)", runs,
-                "forward")
-
-
-TORCH2_ROOT = REPO / "build" / "torch2-root"  # scripts/torch2-root.sh (make test builds it)
-
-
-def bench_torch2():
-    """PyTorch 2.6 (the Debian 13 root, ranks under chroot): its own test Transformer with
-    tensor parallelism, against CommDebugMode on the same loop."""
-    if not (TORCH2_ROOT / ".commtrace-root").exists():
-        print(f"\nPyTorch 2.6: SKIPPED, no root at {TORCH2_ROOT} (scripts/torch2-root.sh)")
-        return
-    proc = TORCH2_ROOT / "proc"
-    mounted = not os.path.ismount(proc)
-    if mounted:
-        subprocess.run(["mount", "-t", "proc", "proc", str(proc)], check=True)
-    inner = "/opt/commtrace-bench"
-    shutil.rmtree(TORCH2_ROOT / inner.lstrip("/"), ignore_errors=True)
-    shutil.copytree(WORK, TORCH2_ROOT / inner.lstrip("/"))
-    steps, warmup = 20, 2
-    cmd = ["chroot", TORCH2_ROOT, "python3", f"{inner}/tp_models.py", "--model", "transformer",
-           "--warmup", warmup, "--steps", steps]
-    env = dict(os.environ, USE_LIBUV="0")
-    configs = {"untraced": (None, ()), "CommDebugMode (in-process)": (None, ("--debug-mode",)),
-               "commtrace (stacks)": ([TRACER], ()),
-               "commtrace --ops": ([TRACER, "--ops"], ()),
-               "--ops, entry+return probes": (["env", "COMMTRACE_UPROBE_SESSION=0", TRACER,
-                                               "--ops"], ())}
-    try:
-        runs = bs.alternate(list(configs), ROUNDS, lambda c: two_ranks(
-            [*cmd, *configs[c][1]], TORCH2_ROOT / inner.lstrip("/") / "go", configs[c][0],
-            steps + warmup, "step", inner_go=f"{inner}/go", env=env))
-    finally:
-        shutil.rmtree(TORCH2_ROOT / inner.lstrip("/"), ignore_errors=True)
-        if mounted:
-            subprocess.run(["umount", str(proc)])
-    ranks_table("PyTorch 2.6 test Transformer, TP over 2 Gloo ranks (CPU)", runs, "step")
-    base = [r["cpu"] for r in runs["untraced"]]
-    cdm = [r["cpu"] for r in runs["CommDebugMode (in-process)"]]
-    d = bs.bootstrap(bs.ratio_of_means, [r["cpu"] for r in runs["commtrace (stacks)"]], base)
-    acc = bs.bootstrap(lambda a, b: 1 + bs.mean(a) / bs.mean(b),
-                       [r["added"] for r in runs["commtrace (stacks)"]], base)
-    print(f"  goal, default mode <= 1.01 x untraced: measured {bs.within(d, 1.01)}, "
-          f"accounted {bs.within(acc, 1.01)}")
-    for name in ("commtrace --ops", "--ops, entry+return probes"):
-        rs = runs[name]
-        share = bs.bootstrap(lambda o, c, b: bs.diff_of_means(o, b) / bs.diff_of_means(c, b),
-                             [r["cpu"] for r in rs], cdm, base)
-        acc = bs.bootstrap(lambda a, c, b: bs.mean(a) / bs.diff_of_means(c, b),
-                           [r["added"] for r in rs], cdm, base)
-        print(f"  {name} adds {bs.fmt(share, digits=2)} of what CommDebugMode adds, "
-              f"accounted {bs.fmt(acc, digits=2)} (goal <= 0.33: measured "
-              f"{bs.within(share, 0.33)}, accounted {bs.within(acc, 0.33)})")
 
 
 # ---------------------------------------------------------------------------------------
@@ -884,9 +658,16 @@ def main():
             stats.write_text(stats_was + "\n")
 
 
+BENCHES = ["mpi", "pystack", "training", "ops", "torch2", "events", "pyevents", "node",
+           "memory", "offline", "devprof", "detach", "fleet"]
+
+
 def run_benches(which):
-    which = which or ["mpi", "pystack", "training", "ops", "torch2", "events", "pyevents",
-                      "node", "memory", "offline", "devprof", "detach", "fleet"]
+    unknown = [w for w in which if w not in BENCHES]
+    if unknown:
+        raise SystemExit(f"bench: no such bench {', '.join(unknown)} (one of: "
+                         f"{' '.join(BENCHES)})")
+    which = which or BENCHES
     if "mpi" in which:
         bench_mpi()
     if "pystack" in which:
