@@ -47,6 +47,11 @@ def mean(a):
     return statistics.mean(a)
 
 
+def accounted_ratio(added, base):
+    """1 + what the tracer accounted per unit over the untraced CPU per unit."""
+    return 1 + statistics.mean(added) / statistics.mean(base)
+
+
 def fmt(ci, unit="", digits=3):
     est, lo, hi = ci
     return f"{est:.{digits}f}{unit} [{lo:.{digits}f}, {hi:.{digits}f}]"
