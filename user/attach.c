@@ -536,12 +536,14 @@ int ct_bpf_attach_entry(struct ct_session *s, pid_t pid, const char *path, uint6
 	return attach_prog(s, s->skel->progs.ct_entry, path, &off, &cookie, 1, false, pid, out);
 }
 
-int ct_bpf_attach_calib(struct ct_session *s, const char *path, uint64_t off, struct ct_links *out)
+int ct_bpf_attach_calib(struct ct_session *s, const char *path, uint64_t off, bool ret,
+			struct ct_links *out)
 {
+	struct bpf_program *p = s->skel->progs.ct_calib;
 	uint64_t cookie = 0;
 
-	return attach_prog(s, s->skel->progs.ct_calib, path, &off, &cookie, 1, false, getpid(),
-			   out);
+	return ret ? attach_pair(s, p, p, path, &off, &cookie, 1, getpid(), out)
+		   : attach_prog(s, p, path, &off, &cookie, 1, false, getpid(), out);
 }
 
 void ct_bpf_open_gate(struct ct_session *s)

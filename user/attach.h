@@ -70,9 +70,11 @@ int ct_bpf_attach_entry(struct ct_session *s, pid_t pid, const char *path, uint6
 /* --ops: the frame evaluation entry and exit at file offset off of path, for pid only. */
 int ct_bpf_attach_pyops(struct ct_session *s, pid_t pid, const char *path, uint64_t off,
 			struct ct_links *out);
-/* --cost: the do-nothing probe at file offset off of path, in the tracer itself, as the
- * probes of the targets attach (uprobe_multi or perf-event link). */
-int ct_bpf_attach_calib(struct ct_session *s, const char *path, uint64_t off, struct ct_links *out);
+/* --cost: the do-nothing program as an entry probe (and with ret, a return probe too) at
+ * file offset off of path, in the tracer itself, as the probes of the targets attach
+ * (uprobe_multi or perf-event links). */
+int ct_bpf_attach_calib(struct ct_session *s, const char *path, uint64_t off, bool ret,
+			struct ct_links *out);
 void ct_bpf_read_drops(struct ct_session *s);
 #define CT_VERIFIER_LIMIT 1000000 /* instructions the kernel's verifier goes through, at most */
 /* Each loaded program's verified instructions, on stderr (--check). */

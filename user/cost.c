@@ -81,6 +81,7 @@ static void read_progs(struct ct_session *s, struct ct_cost *c)
 		c->prog[c->n_prog].runs = info.run_cnt;
 		c->prog[c->n_prog].ns = info.run_time_ns;
 		c->prog[c->n_prog].uprobe = uprobe_prog(prog);
+		c->prog[c->n_prog].ret = !strncmp(bpf_program__section_name(prog), "uretprobe", 9);
 		c->n_prog++;
 	}
 }
@@ -160,31 +161,44 @@ static int site_offset(uint64_t *off)
 	return err;
 }
 
-/* What one probe hit costs here: the site's CPU time with the do-nothing probe, less
- * without. 0 when it could not be measured (said on stderr: the hits are then not in the
- * targets' added CPU). */
-static double measure_hit(struct ct_session *s)
+/* The site's CPU ns a call with the do-nothing program as an entry probe (and with ret, a
+ * return probe too), or -errno when it could not be attached. */
+static double probed_ns(struct ct_session *s, uint64_t off, bool ret)
 {
 	struct ct_links links = {0};
+	double ns;
+	int err = ct_bpf_attach_calib(s, "/proc/self/exe", off, ret, &links);
+
+	if (err)
+		return err;
+	ct_cost_site(); /* the first hit maps the kernel's side */
+	ns = site_ns();
+	ct_links_destroy(&links, 0);
+	return ns;
+}
+
+/* What one entry hit and one return hit cost here: the site's CPU time with the probes,
+ * less without. 0 when not measured (said on stderr: those hits are then not in the
+ * targets' added CPU). */
+static void measure_hits(struct ct_session *s, struct ct_cost *c)
+{
 	uint64_t off = 0;
-	double bare, probed;
+	double bare, entry, pair;
 	int err = site_offset(&off);
 
-	if (!err)
-		err = ct_bpf_attach_calib(s, "/proc/self/exe", off, &links);
-	if (err) {
+	bare = site_ns();
+	entry = err ? err : probed_ns(s, off, false);
+	pair = entry < 0 ? entry : probed_ns(s, off, true);
+	if (pair < 0) {
 		fprintf(stderr,
 			"commtrace-bpf: --cost: one probe hit could not be measured (%s): the "
 			"cost below is the BPF time only\n",
-			strerror(-err));
-		return 0;
+			strerror((int)-pair));
+		return;
 	}
-	bare = site_ns();
-	ct_cost_site(); /* the first hit maps the kernel's side */
-	probed = site_ns();
-	ct_links_destroy(&links, 0);
 	bare = (bare + site_ns()) / 2; /* before and after, against a drift of the machine */
-	return probed > bare ? probed - bare : 0;
+	c->hit_ns = entry > bare ? entry - bare : 0;
+	c->ret_ns = pair > entry ? pair - entry : 0;
 }
 
 static uint64_t rusage_ns(const struct rusage *ru)
@@ -211,7 +225,7 @@ void ct_cost_begin(struct ct_session *s)
 			strerror(errno));
 	c->on_at_start = c->stats_fd >= 0 || stats_sysctl_on();
 	if (c->on_at_start)
-		c->hit_ns = measure_hit(s);
+		measure_hits(s, c);
 	c->targets_start_ns = targets_cpu(s, false, &all);
 	read_progs(s, c); /* what ran before, subtracted from now on */
 	memcpy(c->base, c->prog, sizeof(c->base));
@@ -227,7 +241,7 @@ void ct_cost_sample(struct ct_session *s)
 	if (!getrusage(RUSAGE_SELF, &ru))
 		c->tracer_cpu_ns = rusage_ns(&ru);
 	read_progs(s, c); /* the same programs in the same order as at the start */
-	c->hits = c->bpf_ns = 0;
+	c->hits = c->ret_hits = c->bpf_ns = 0;
 	for (int i = 0; i < c->n_prog; i++) {
 		if (c->base[i].name == c->prog[i].name) {
 			c->prog[i].runs -= c->base[i].runs;
@@ -237,6 +251,8 @@ void ct_cost_sample(struct ct_session *s)
 			c->hits += c->prog[i].runs;
 			c->bpf_ns += c->prog[i].ns;
 		}
+		if (c->prog[i].ret)
+			c->ret_hits += c->prog[i].runs;
 	}
 }
 
@@ -268,5 +284,8 @@ void ct_cost_end(struct ct_session *s)
 
 double ct_cost_targets_added_ns(const struct ct_cost *c)
 {
-	return c->why ? 0 : (double)c->hits * c->hit_ns + (double)c->bpf_ns;
+	if (c->why)
+		return 0;
+	return (double)(c->hits - c->ret_hits) * c->hit_ns + (double)c->ret_hits * c->ret_ns +
+	       (double)c->bpf_ns;
 }

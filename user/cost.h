@@ -5,9 +5,11 @@
  * - the probe hits and the BPF programs' own time, from the kernel's per-program counters,
  *   which count only while BPF statistics are on (kernel.bpf_stats_enabled, or the
  *   BPF_ENABLE_STATS file descriptor that --cost holds while it traces);
- * - what one probe hit costs on this machine, measured before attaching on the tracer itself
- *   (a breakpoint and a program that does nothing), so that the hits become CPU time: a hit
- *   is 3 to 7 times dearer on some VMs than on others;
+ * - what one probe hit costs on this machine, an entry probe's and a return probe's apart
+ *   (x86-64's return trampoline makes a system call, Linux 6.11+, cheaper than a
+ *   breakpoint), measured before attaching on the tracer itself with a program that does
+ *   nothing, so that the hits become CPU time: a hit is 3 to 7 times dearer on some VMs
+ *   than on others;
  * - the traced processes' own CPU time over the trace, and the tracer's.
  * What a probe hit does to the target's caches is not in these figures.
  */
@@ -27,10 +29,12 @@ struct ct_cost {
 		const char *name; /* the BPF program: ct_entry, ct_exit, ct_py_session, ... */
 		uint64_t runs, ns;
 		bool uprobe; /* a uprobe or uretprobe: each run a hit in a target */
+		bool ret;    /* a uretprobe: each run a return hit */
 	} prog[CT_COST_PROGS], base[CT_COST_PROGS]; /* since ct_cost_begin; at it */
 	int n_prog;
 	uint64_t hits, bpf_ns;	   /* over every uprobe program */
-	double hit_ns;		   /* one hit here, measured; 0 when not measured */
+	uint64_t ret_hits;	   /* of the hits, a return probe's */
+	double hit_ns, ret_ns;	   /* one entry hit, one return hit here; 0: not measured */
 	uint64_t targets_start_ns; /* CPU of the processes named by -p when attached */
 	int64_t targets_cpu_ns;	   /* over the trace; -1 unknown (not read, not reaped) */
 	uint64_t tracer_cpu_ns;
@@ -45,7 +49,8 @@ void ct_cost_begin(struct ct_session *s);
 void ct_cost_sample(struct ct_session *s);
 /* After the last record: the counters, the CPU times; statistics off. */
 void ct_cost_end(struct ct_session *s);
-/* What the hits cost the targets: hits x one hit + BPF time (ns), 0 when not counted. */
+/* What the hits cost the targets: each kind of hit at its price, + BPF time (ns); 0 when
+ * not counted. */
 double ct_cost_targets_added_ns(const struct ct_cost *c);
 
 #endif

@@ -39,10 +39,13 @@ def check_cost(js):
     uprobes = ("ct_entry", "ct_exit", "ct_py_enter", "ct_py_exit", "ct_py_session")
     assert cost["probe_hits"] == sum(progs[p]["runs"] for p in uprobes if p in progs)
     assert cost["bpf_ns"] == sum(progs[p]["ns"] for p in uprobes if p in progs)
+    assert cost["return_hits"] == sum(progs[p]["runs"] for p in ("ct_exit", "ct_py_exit")
+                                      if p in progs)
     assert "ct_calib" not in progs  # the measuring probe is not the targets' cost
-    assert cost["bpf_ns"] > 0 and cost["hit_ns"] > 0, cost
+    assert cost["bpf_ns"] > 0 and cost["hit_ns"] > 0 and cost["return_hit_ns"] > 0, cost
     assert cost["targets_added_ns"] == pytest.approx(
-        cost["probe_hits"] * cost["hit_ns"] + cost["bpf_ns"], rel=1e-9)
+        (cost["probe_hits"] - cost["return_hits"]) * cost["hit_ns"]
+        + cost["return_hits"] * cost["return_hit_ns"] + cost["bpf_ns"], rel=1e-9)
     assert cost["tracer_cpu_ns"] > 0
     return cost
 
@@ -69,7 +72,8 @@ def test_cost_launch_mode(bpf, progs, start_tracer, tmp_path):
     assert cost["targets_cpu_ns"] >= cost["bpf_ns"], cost
     line = [l for l in tracer.stderr_lines() if l.startswith("commtrace: cost: ")]
     assert len(line) == 1, tracer.describe()
-    assert f"{cost['probe_hits']} probe hits x" in line[0], line
+    assert f"{cost['probe_hits']} probe hits ({cost['return_hits']} at returns) x" in line[0], \
+        line
 
 
 def test_cost_attach_target_exits_first(bpf, progs, reaper, start_tracer, tmp_path):
@@ -118,21 +122,25 @@ def test_cost_metrics_live(bpf, progs, reaper, start_tracer, tmp_path):
     assert m, tracer.describe()
     touch(go)
     deadline, seen = time.monotonic() + 60, {}
-    while seen.get("commtrace_probe_hits_total", 0) < 1000:  # one second of calls, both probes
+    hits = lambda: sum(v for k, v in seen.items() if k.startswith("commtrace_probe_hits_total"))
+    while hits() < 1000:  # one second of calls, both probes
         assert time.monotonic() < deadline and target.poll() is None, (seen, tracer.describe())
         time.sleep(0.2)
         with urllib.request.urlopen(f"http://{m.group(1)}/metrics", timeout=10) as r:
             seen = {l.split()[0]: float(l.split()[1]) for l in r.read().decode().splitlines()
-                    if l.startswith("commtrace_") and "{" not in l}
-    assert seen["commtrace_probe_hit_seconds"] > 0, seen
+                    if l.startswith("commtrace_")}
+    entry, ret = (seen[f'commtrace_probe_hits_total{{probe="{k}"}}'] for k in ("entry", "return"))
+    price = {k: seen[f'commtrace_probe_hit_seconds{{probe="{k}"}}'] for k in ("entry", "return")}
+    assert price["entry"] > 0 and price["return"] > 0, seen
     assert seen["commtrace_bpf_seconds_total"] > 0, seen
     assert seen["commtrace_targets_added_cpu_seconds_total"] == pytest.approx(
-        seen["commtrace_probe_hits_total"] * seen["commtrace_probe_hit_seconds"]
-        + seen["commtrace_bpf_seconds_total"], rel=1e-6, abs=1e-9), seen
+        entry * price["entry"] + ret * price["return"] + seen["commtrace_bpf_seconds_total"],
+        rel=1e-6, abs=1e-9), seen
     assert seen["commtrace_tracer_cpu_seconds_total"] > 0, seen
     assert wait_proc(target, 120, "event_rate") == 0
     assert tracer.wait(timeout=60) == 0, tracer.describe()
     cost = check_cost(load_trace_json(js_path))
     # The final counts hold everything the live ones did, and the same one-hit figure.
-    assert cost["probe_hits"] >= seen["commtrace_probe_hits_total"]
-    assert cost["hit_ns"] == pytest.approx(seen["commtrace_probe_hit_seconds"] * 1e9, rel=1e-6)
+    assert cost["probe_hits"] >= entry + ret and cost["return_hits"] >= ret
+    assert cost["hit_ns"] == pytest.approx(price["entry"] * 1e9, rel=1e-6)
+    assert cost["return_hit_ns"] == pytest.approx(price["return"] * 1e9, rel=1e-6)

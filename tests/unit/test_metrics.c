@@ -111,7 +111,9 @@ TEST(metrics_cost)
 	s.opts = &o;
 	s.cost.on_at_start = true;
 	s.cost.hits = 1000;
-	s.cost.hit_ns = 2500; /* 2.5 ms of hits */
+	s.cost.ret_hits = 400;
+	s.cost.hit_ns = 2500; /* 1.5 ms of entry hits */
+	s.cost.ret_ns = 1250; /* 0.5 ms of return hits */
 	s.cost.bpf_ns = 1500000;
 	s.cost.tracer_cpu_ns = 420000000;
 	ct_metrics_render(&s, &b, 1, 0);
@@ -121,10 +123,12 @@ TEST(metrics_cost)
 	o.cost = true;
 	ct_metrics_render(&s, &b, 1, 0);
 	has_line(b.buf, "# TYPE commtrace_probe_hits_total counter");
-	has_line(b.buf, "commtrace_probe_hits_total 1000");
+	has_line(b.buf, "commtrace_probe_hits_total{probe=\"entry\"} 600");
+	has_line(b.buf, "commtrace_probe_hits_total{probe=\"return\"} 400");
 	has_line(b.buf, "commtrace_bpf_seconds_total 0.001500000");
-	has_line(b.buf, "commtrace_probe_hit_seconds 2.5e-06");
-	has_line(b.buf, "commtrace_targets_added_cpu_seconds_total 0.004000000");
+	has_line(b.buf, "commtrace_probe_hit_seconds{probe=\"entry\"} 2.5e-06");
+	has_line(b.buf, "commtrace_probe_hit_seconds{probe=\"return\"} 1.25e-06");
+	has_line(b.buf, "commtrace_targets_added_cpu_seconds_total 0.003500000");
 	has_line(b.buf, "commtrace_tracer_cpu_seconds_total 0.420000000");
 	s.cost.on_at_start = false; /* statistics off: no figures rather than zeros */
 	ct_metrics_render(&s, &b, 1, 0);

@@ -462,7 +462,9 @@ static cJSON *cost_obj(const struct ct_cost *c)
 		cJSON_AddStringToObject(o, "why", c->why);
 	cJSON_AddItemToObject(o, "probe_hits", u64(c->hits));
 	cJSON_AddItemToObject(o, "bpf_ns", u64(c->bpf_ns));
+	cJSON_AddItemToObject(o, "return_hits", u64(c->ret_hits));
 	cJSON_AddItemToObject(o, "hit_ns", num(c->hit_ns));
+	cJSON_AddItemToObject(o, "return_hit_ns", num(c->ret_ns));
 	cJSON_AddItemToObject(o, "targets_added_ns", num(ct_cost_targets_added_ns(c)));
 	cJSON_AddItemToObject(o, "targets_cpu_ns",
 			      c->targets_cpu_ns < 0 ? cJSON_CreateNull()

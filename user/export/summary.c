@@ -67,9 +67,11 @@ static void cost_line(const struct ct_session *s, FILE *out)
 			 100.0 * ct_cost_targets_added_ns(c) / (double)c->targets_cpu_ns,
 			 fmt_ns(b, sizeof(b), (uint64_t)c->targets_cpu_ns, true));
 	fprintf(out,
-		"commtrace: cost: %llu probe hits x %.0fns (one hit, measured here) + %s in BPF "
-		"= %s of the traced processes' CPU%s; the tracer's CPU %s\n",
-		(unsigned long long)c->hits, c->hit_ns, fmt_ns(a, sizeof(a), c->bpf_ns, true),
+		"commtrace: cost: %llu probe hits (%llu at returns) x %.0fns / %.0fns (an entry / "
+		"return hit, measured here) + %s in BPF = %s of the traced processes' CPU%s; the "
+		"tracer's CPU %s\n",
+		(unsigned long long)c->hits, (unsigned long long)c->ret_hits, c->hit_ns, c->ret_ns,
+		fmt_ns(a, sizeof(a), c->bpf_ns, true),
 		fmt_ns(b, sizeof(b), (uint64_t)ct_cost_targets_added_ns(c), true), share, t);
 }
 

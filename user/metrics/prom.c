@@ -359,17 +359,21 @@ static void render_cost(struct ct_session *s, struct ct_sbuf *b)
 
 	if (!s->opts || !s->opts->cost || !c->on_at_start)
 		return;
-	counter(b, "commtrace_probe_hits_total",
-		"Probe hits (runs of the uprobe programs, return probes included), --cost.",
-		c->hits);
+	family(b, "commtrace_probe_hits_total", "counter",
+	       "Probe hits (runs of the uprobe programs) by kind of probe (--cost).");
+	ct_sbuf_printf(b, "commtrace_probe_hits_total{probe=\"entry\"} %llu\n",
+		       (unsigned long long)(c->hits - c->ret_hits));
+	ct_sbuf_printf(b, "commtrace_probe_hits_total{probe=\"return\"} %llu\n",
+		       (unsigned long long)c->ret_hits);
 	family(b, "commtrace_bpf_seconds_total", "counter",
 	       "Run time of the uprobe programs, as the kernel counts it (--cost).");
 	ct_sbuf_printf(b, "commtrace_bpf_seconds_total %.9f\n", (double)c->bpf_ns / 1e9);
 	family(b, "commtrace_probe_hit_seconds", "gauge",
-	       "What one probe hit costs on this machine, measured at the start (--cost).");
-	ct_sbuf_printf(b, "commtrace_probe_hit_seconds %.12g\n", c->hit_ns / 1e9);
+	       "What one probe hit costs on this machine by kind, measured at the start (--cost).");
+	ct_sbuf_printf(b, "commtrace_probe_hit_seconds{probe=\"entry\"} %.12g\n", c->hit_ns / 1e9);
+	ct_sbuf_printf(b, "commtrace_probe_hit_seconds{probe=\"return\"} %.12g\n", c->ret_ns / 1e9);
 	family(b, "commtrace_targets_added_cpu_seconds_total", "counter",
-	       "CPU time the probes took from the traced processes: hits x one hit + BPF "
+	       "CPU time the probes took from the traced processes: each hit at its price + BPF "
 	       "time (--cost).");
 	ct_sbuf_printf(b, "commtrace_targets_added_cpu_seconds_total %.9f\n",
 		       ct_cost_targets_added_ns(c) / 1e9);
