@@ -16,7 +16,7 @@
    000's MLP with --ops (ops), against torch's profiler; PyTorch 2.6's test Transformer
    with tensor parallelism in the Debian 13 root, against its own CommDebugMode (torch2).
    Rank 0's wall and CPU time per step with 95 % intervals, and next to the measured CPU
-   ratios the accounted ones (probe hits x one hit + BPF time, as the kernel counts
+   ratios the accounted ones (each probe hit at its price + BPF time, as the kernel counts
    them), whose intervals are narrow.
 4. events: the event path. A synthetic target (tests/progs/event_rate.c, the HCCL
    stand-in) issues calls at swept rates and flat out; received/dropped/generated, the
@@ -109,7 +109,7 @@ def bench_mpi():
         res = bs.alternate(list(configs), ROUNDS, lambda k: configs[k]())
         print(f"\nMPI_Allreduce {size} B, 2 ranks: ns per call (timed in the program), "
               f"{ROUNDS} rounds alternated [95% CI]; accounted: what --cost counts per call "
-              f"and rank (probe hits x one hit + BPF time)")
+              f"and rank (each probe hit at its price + BPF time)")
         base = [r[0] for r in res["untraced"]]
         for k in configs:
             ns = [r[0] for r in res[k]]

@@ -66,7 +66,7 @@ def ranks_table(title, runs, unit, base="untraced"):
     """Per configuration: rank 0's wall and CPU ns per unit, and traced, what the tracer
     accounts per unit and rank; then each one's CPU ratio to base, measured and accounted."""
     print(f"\n{title}, {ROUNDS} rounds alternated: rank 0's ns per {unit}, mean [95% CI]; "
-          f"accounted: what --cost counts per {unit} and rank (probe hits x one hit + BPF "
+          f"accounted: what --cost counts per {unit} and rank (each probe hit at its price + BPF "
           f"time); the tracer's own CPU per run (s, attach included)")
     print(f"  {'configuration':<28} {'wall':>30} {'CPU (threads, kernel included)':>30} "
           f"{'accounted added CPU':>30} {'hits':>7} {'BPF ns':>10} {'tracer s':>9}")
