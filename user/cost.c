@@ -13,6 +13,7 @@
 #include "cost.h"
 #include "session.h"
 #include "target/proc.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 /*
@@ -107,14 +108,6 @@ static uint64_t targets_cpu(const struct ct_session *s, bool at_end, bool *all)
 	return sum;
 }
 
-static uint64_t thread_ns(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-	return (uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec;
-}
-
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -128,37 +121,42 @@ static double site_ns(void)
 	double v[HIT_BATCHES];
 
 	for (int b = 0; b < HIT_BATCHES; b++) {
-		uint64_t t0 = thread_ns();
+		uint64_t t0 = ct_now_ns(CLOCK_THREAD_CPUTIME_ID);
 
 		for (int i = 0; i < HIT_CALLS; i++)
 			ct_cost_site();
-		v[b] = (double)(thread_ns() - t0) / HIT_CALLS;
+		v[b] = (double)(ct_now_ns(CLOCK_THREAD_CPUTIME_ID) - t0) / HIT_CALLS;
 	}
 	qsort(v, HIT_BATCHES, sizeof(v[0]), cmp_double);
 	return v[HIT_BATCHES / 2];
 }
 
+struct site_find {
+	uint64_t addr, off;
+};
+
+static int site_map(const struct ct_map *m, void *ctx)
+{
+	struct site_find *f = ctx;
+
+	if (f->addr < m->start || f->addr >= m->end)
+		return 0;
+	f->off = f->addr - m->start + m->offset;
+	return 1;
+}
+
 /* The file offset of the site in the tracer's own executable, from its mapping. */
 static int site_offset(uint64_t *off)
 {
-	uint64_t addr = (uint64_t)(uintptr_t)ct_cost_site + SITE_SKIP;
-	char line[512];
-	FILE *f = fopen("/proc/self/maps", "r");
-	int err = -ENOENT;
+	struct site_find f = {.addr = (uint64_t)(uintptr_t)ct_cost_site + SITE_SKIP};
+	int rc = ct_maps_foreach(getpid(), site_map, &f);
 
-	if (!f)
-		return -errno;
-	while (err && fgets(line, sizeof(line), f)) {
-		unsigned long long lo, hi, pgoff;
-
-		if (sscanf(line, "%llx-%llx %*s %llx", &lo, &hi, &pgoff) == 3 && addr >= lo &&
-		    addr < hi) {
-			*off = addr - lo + pgoff;
-			err = 0;
-		}
-	}
-	fclose(f);
-	return err;
+	if (rc < 0)
+		return rc;
+	if (rc == 0)
+		return -ENOENT;
+	*off = f.off;
+	return 0;
 }
 
 /* The site's CPU ns a call with the do-nothing program as an entry probe (and with ret, a
