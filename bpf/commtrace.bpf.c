@@ -136,6 +136,8 @@ static __always_inline void fill_hdr(struct ct_hdr *h, __u8 type, __u32 probe_id
 	h->ts = ts;
 }
 
+#include "capture.bpf.h"
+
 static __always_inline int emit_dlopen(__u64 pid_tgid, __u32 probe_id)
 {
 	__u32 tgid = pid_tgid >> 32;
@@ -271,9 +273,12 @@ int ct_entry(struct pt_regs *ctx)
 	else
 		__builtin_memset(ev->val, 0, sizeof(ev->val));
 	/* The stack of the outermost traced call says who asked; nested ones share it. */
-	if (depth == 0)
+	if (depth == 0) {
 		walk_python(pid_tgid >> 32, (__u32)pid_tgid, &ev->py);
-	else
+		/* what naming it reads is copied now, or the reader must come at once */
+		if ((ev->py.flags & CT_PYS_KNOWN) && !capture(pid_tgid, ts))
+			ev->py.flags &= ~CT_PYS_KNOWN;
+	} else
 		ev->py.nframes = ev->py.flags = 0;
 	n = ev->py.nframes;
 	if (n > CT_PY_MAX_FRAMES)
@@ -456,3 +461,21 @@ int BPF_PROG(ct_proc_exit, struct task_struct *p)
 	return emit_proc(CT_EV_EXIT, p, 0, code);
 }
 #include "pyops.bpf.h"
+
+/*
+ * A code object of a traced process died (the interpreter's code_dealloc, PyCode_Type's
+ * tp_dealloc): what was known about its address is forgotten at once, so that a code object
+ * made there next is never taken for it (CT_PYC_HELD). Uprobe programs are not skipped for
+ * recursion as kprobe ones can be: no free goes unseen while the probe is attached.
+ */
+SEC("uprobe")
+int ct_code_free(struct pt_regs *ctx)
+{
+	struct ct_pycode_key k = {.tgid = bpf_get_current_pid_tgid() >> 32,
+				  .code = PT_REGS_PARM1(ctx)};
+	struct ct_op_key ok = {.tgid = k.tgid, .code = k.code};
+
+	bpf_map_delete_elem(&pycodes, &k);
+	bpf_map_delete_elem(&op_codes, &ok);
+	return 0;
+}

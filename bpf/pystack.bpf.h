@@ -147,14 +147,34 @@ static __always_inline __u64 args_first(const struct ct_pyproc_bpf *pp, __u64 ar
  * state to verify, iteration after iteration (over the 1M-instruction limit on 6.18's
  * verifier); a map value's words are plain scalars to it, and walk_cb converges at once.
  */
+/*
+ * One read of the frame's head instead of one per field: 3.11+ keep code,
+ * previous, instruction, owner and the first locals within 96 bytes. Fields
+ * past it (3.10's f_localsplus at 352) are read on their own.
+ */
+#define CT_FRAME_HEAD 96
+#define CT_HEAD_MASK  127 /* a power of two above the head, for the verifier */
+
+#define CT_WALK_MEMO 8 /* code objects a walk remembers having checked */
+
 struct walk_state {
 	__u64 frame;
-	__u64 helper;	 /* the first local of the outermost helper frame seen */
-	__u64 opcall;	 /* the first argument of the innermost torch op called from Python */
-	__u64 last_code; /* the code object whose bytes were read last, and its ident */
-	__u64 last_ident;
+	__u64 helper; /* the first local of the outermost helper frame seen */
+	__u64 opcall; /* the first argument of the innermost torch op called from Python */
+	/*
+	 * Code objects this walk read and checked, with their idents: one seen again further
+	 * out (each nn.Module level runs the same _wrapped_call_impl and _call_impl; a
+	 * recursion) is alive, held by the frame further in, and is not read again.
+	 */
+	__u64 memo_code[CT_WALK_MEMO], memo_ident[CT_WALK_MEMO];
+	__u32 memo_next, pad0;
+	/* the frame's head, then its code object's bytes (off the 512-byte stack) */
+	__u8 head[CT_HEAD_MASK + 1 + 8];
 	__u64 file_checked, file_hash; /* the file name checked last, and its hash */
 	__u64 unknown;		       /* a frame whose code object is not known as resolved */
+	/* the innermost CT_PYC_CAPTURE frame: its specs (0: none) and how to copy them */
+	__u64 cap_spec[2], cap_type;
+	__u16 cap_slot, cap_valid, cap_item, cap_dict;
 };
 
 struct {
@@ -164,22 +184,39 @@ struct {
 	__type(value, struct walk_state);
 } walkbuf SEC(".maps");
 
+/*
+ * Frames are read through windows of the memory below them: 3.11+ pushes a Python call's
+ * frame right after its caller's on the thread's data stack, so one read of up to
+ * CT_WIN_BYTES below a frame (within its page, which is mapped since the frame is) holds
+ * the frames further out too, where a read per frame cost about 200 ns each on these VMs.
+ * Two windows: the frames a C call enters are on the C stack (3.12+'s shim frames), between
+ * stretches of the data stack.
+ */
+#define CT_WIN_BYTES 2048
+#define CT_PAGE	     4096
+
+struct frame_win {
+	__u64 lo[2], hi[2];		/* what each window holds: [lo, hi); hi 0: nothing */
+	__u32 next, pad;		/* the window filled next */
+	__u8 data[2][2 * CT_WIN_BYTES]; /* twice: a read's length masks below that */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct frame_win);
+} framewin SEC(".maps");
+
 struct walk {
 	const struct ct_pyproc_bpf *pp;
 	const struct ct_py_offsets *o;
 	struct ct_pystack *st;
 	struct walk_state *s;
+	struct frame_win *win;
 	__u64 cell_type;
 	__u32 tgid;
 };
-
-/*
- * One read of the frame's head instead of one per field: 3.11+ keep code,
- * previous, instruction, owner and the first locals within 96 bytes. Fields
- * past it (3.10's f_localsplus at 352) are read on their own.
- */
-#define CT_FRAME_HEAD 96
-#define CT_HEAD_MASK  127 /* a power of two above the head, for the verifier */
 
 static __always_inline __u64 head_u64(const __u8 *head, __u64 frame, __u16 off)
 {
@@ -190,6 +227,62 @@ static __always_inline __u64 head_u64(const __u8 *head, __u64 frame, __u16 off)
 		return v;
 	}
 	return rd64(frame + off);
+}
+
+/* The frame's head into head: from a window that holds it, else from one read now. */
+static __always_inline bool read_head(struct walk *w, __u64 frame, __u8 *head)
+{
+	struct frame_win *win = w->win;
+	__u64 lo, off;
+	__u32 k, len;
+
+	if (frame >= win->lo[0] && frame + CT_FRAME_HEAD <= win->hi[0]) {
+		off = frame - win->lo[0];
+		__builtin_memcpy(head, win->data[0] + (off & (CT_WIN_BYTES - 1)), CT_FRAME_HEAD);
+		return true;
+	}
+	if (frame >= win->lo[1] && frame + CT_FRAME_HEAD <= win->hi[1]) {
+		off = frame - win->lo[1];
+		__builtin_memcpy(head, win->data[1] + (off & (CT_WIN_BYTES - 1)), CT_FRAME_HEAD);
+		return true;
+	}
+	k = win->next & 1;
+	win->next = k ^ 1;
+	lo = frame + CT_FRAME_HEAD - CT_WIN_BYTES;
+	if (lo > frame || lo < (frame & ~(__u64)(CT_PAGE - 1)))
+		lo = frame & ~(__u64)(CT_PAGE - 1);
+	len = frame + CT_FRAME_HEAD - lo; /* at most CT_WIN_BYTES, as lo was chosen */
+	/* Hide the bound from clang, or it drops the mask the verifier needs. */
+	asm volatile("" : "+r"(len));
+	len &= 2 * CT_WIN_BYTES - 1;
+	if (bpf_probe_read_user(win->data[k], len, (void *)lo)) {
+		win->hi[k] = 0;
+		return !bpf_probe_read_user(head, CT_FRAME_HEAD, (void *)frame);
+	}
+	win->lo[k] = lo;
+	win->hi[k] = lo + len;
+	__builtin_memcpy(head, win->data[k] + ((frame - lo) & (CT_WIN_BYTES - 1)), CT_FRAME_HEAD);
+	return true;
+}
+
+/* The ident of a code object this walk already checked: true and *ident, else false. */
+static __always_inline bool memo_find(const struct walk_state *s, __u64 code, __u64 *ident)
+{
+	for (int i = 0; i < CT_WALK_MEMO; i++) {
+		if (code && s->memo_code[i] == code) {
+			*ident = s->memo_ident[i];
+			return true;
+		}
+	}
+	return false;
+}
+
+static __always_inline void memo_add(struct walk_state *s, __u64 code, __u64 ident)
+{
+	__u32 i = s->memo_next++ % CT_WALK_MEMO;
+
+	s->memo_code[i] = code;
+	s->memo_ident[i] = ident;
 }
 
 static __always_inline __u64 span_u64(const __u8 *buf, __u16 lo, __u16 off)
@@ -253,8 +346,8 @@ static __always_inline __u64 code_ident(struct walk *w, const __u8 *buf)
 
 /*
  * Is this frame's code object the one user space resolved (v)? buf holds its bytes from
- * code_lo (fresh: read for this frame; not for the code object of the frame just before,
- * a recursion: that one is alive, on this stack, and was checked).
+ * code_lo (fresh: read for this frame; not for a code object this walk checked at a frame
+ * further in: that one is alive, held by that frame, and was checked).
  */
 static __always_inline void check_code(struct walk *w, const struct ct_pycode_val *v,
 				       const __u8 *buf, bool fresh, __u64 ident)
@@ -299,11 +392,11 @@ static long walk_cb(__u64 i, void *data)
 	const struct ct_py_offsets *o = w->o;
 	struct ct_pystack *st = w->st;
 	__u64 frame = w->s->frame;
-	__u8 head[CT_HEAD_MASK + 1 + 8];
+	__u8 *head = w->s->head;
 	const struct ct_pyproc_bpf *pp = w->pp;
 	const struct ct_pycode_val *kv;
 	__u32 n = st->nframes;
-	__u64 self, code;
+	__u64 self, code, ident = 0;
 	bool fresh, known;
 
 	if (!frame)
@@ -312,7 +405,7 @@ static long walk_cb(__u64 i, void *data)
 		st->flags |= CT_PYS_TRUNCATED;
 		return 1;
 	}
-	if (bpf_probe_read_user(head, CT_FRAME_HEAD, (void *)frame)) {
+	if (!read_head(w, frame, head)) {
 		w->s->frame = 0;
 		return 1;
 	}
@@ -332,19 +425,21 @@ static long walk_cb(__u64 i, void *data)
 	st->frames[n].arg1 = head_u64(head, frame, o->frame_localsplus + 8);
 	st->frames[n].arg2 = head_u64(head, frame, o->frame_localsplus + 16);
 	st->nframes = n + 1;
-	/* The code object's bytes, once per frame (a recursion reuses the last): which object
-	 * it is goes with the frame, so that a reused address is never named as the old one. */
-	fresh = code != w->s->last_code && read_span(pp, code, head);
-	if (fresh) {
-		w->s->last_code = code;
-		w->s->last_ident = code_ident(w, head);
-	} else if (code != w->s->last_code) {
-		w->s->last_code = 0;
-		w->s->last_ident = 0;
-		w->s->unknown = true; /* unreadable: nothing to check it by */
+	/* The code object's bytes, once per code object and walk: which object it is goes with
+	 * the frame, so that a reused address is never named as the old one. */
+	fresh = false;
+	if (kv && (kv->flags & CT_PYC_HELD) && pp->code_free && !w->s->unknown) {
+		ident = kv->ident; /* alive as resolved: its deallocation would have deleted kv */
+	} else if (!memo_find(w->s, code, &ident)) {
+		fresh = read_span(pp, code, head);
+		ident = fresh ? code_ident(w, head) : 0;
+		if (fresh)
+			memo_add(w->s, code, ident);
+		else
+			w->s->unknown = true; /* unreadable: nothing to check it by */
 	}
-	st->frames[n].ident = w->s->last_ident;
-	check_code(w, kv, head, fresh, w->s->last_ident);
+	st->frames[n].ident = ident;
+	check_code(w, kv, head, fresh, ident);
 	known = !w->s->unknown && kv;
 	/* Read now: the cell dies with the call (torch 2.x's Module._call_impl has one). Not
 	 * for a known code object whose first local names nothing. */
@@ -356,6 +451,15 @@ static long walk_cb(__u64 i, void *data)
 		w->s->helper = self;
 	if (known && (kv->flags & CT_PYC_OPCALL) && !w->s->opcall)
 		w->s->opcall = args_first(w->pp, st->frames[n].arg1);
+	if (known && (kv->flags & CT_PYC_CAPTURE) && !w->s->cap_spec[0]) {
+		w->s->cap_spec[0] = st->frames[n].arg1;
+		w->s->cap_spec[1] = st->frames[n].arg2;
+		w->s->cap_type = kv->cap_type;
+		w->s->cap_slot = kv->cap_slot;
+		w->s->cap_valid = kv->cap_valid;
+		w->s->cap_item = kv->cap_item;
+		w->s->cap_dict = kv->cap_dict;
+	}
 	return 0;
 }
 
@@ -372,7 +476,8 @@ static __always_inline void walk_python(__u32 tgid, __u32 tid, struct ct_pystack
 	st->nframes = 0;
 	st->flags = 0;
 	w.s = bpf_map_lookup_elem(&walkbuf, &zero);
-	if (!pp || !w.s)
+	w.win = bpf_map_lookup_elem(&framewin, &zero);
+	if (!pp || !w.s || !w.win)
 		return;
 	st->flags |= CT_PYS_PYTHON;
 	task = bpf_get_current_task_btf();
@@ -403,6 +508,7 @@ static __always_inline void walk_python(__u32 tgid, __u32 tid, struct ct_pystack
 	w.st = st;
 	__builtin_memset(w.s, 0, sizeof(*w.s));
 	w.s->frame = frame;
+	w.win->hi[0] = w.win->hi[1] = 0; /* what they held was another moment's */
 	w.tgid = tgid;
 	bpf_loop(CT_PY_MAX_FRAMES + 1, walk_cb, &w, 0);
 	if (w.s->frame)

@@ -148,6 +148,7 @@ static int obj_offsets(void)
 	O("type_basicsize", offsetof(PyTypeObject, tp_basicsize));
 	O("type_itemsize", offsetof(PyTypeObject, tp_itemsize));
 	O("type_dictoffset", offsetof(PyTypeObject, tp_dictoffset));
+	O("type_dealloc", offsetof(PyTypeObject, tp_dealloc));
 	O("type_base", offsetof(PyTypeObject, tp_base));
 	O("ht_cached_keys", offsetof(PyHeapTypeObject, ht_cached_keys));
 	/* __slots__ attributes (DTensor's _spec): member descriptors in the types' dicts. */

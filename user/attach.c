@@ -211,9 +211,9 @@ int ct_bpf_open_load(struct ct_session *s, ring_buffer_sample_fn on_record)
 	/* Attached by hand, per library and process, with a cookie each. */
 	s->uprobe_multi = probe_uprobe_multi();
 	{
-		struct bpf_program *up[] = {skel->progs.ct_entry, skel->progs.ct_exit,
+		struct bpf_program *up[] = {skel->progs.ct_entry,    skel->progs.ct_exit,
 					    skel->progs.ct_py_enter, skel->progs.ct_py_exit,
-					    skel->progs.ct_calib};
+					    skel->progs.ct_calib,    skel->progs.ct_code_free};
 
 		for (size_t i = 0; i < ARRAY_LEN(up); i++) {
 			bpf_program__set_autoattach(up[i], false);
@@ -534,6 +534,14 @@ int ct_bpf_attach_entry(struct ct_session *s, pid_t pid, const char *path, uint6
 	uint64_t cookie = ct_catalog_base(&ct_lib_ldso);
 
 	return attach_prog(s, s->skel->progs.ct_entry, path, &off, &cookie, 1, false, pid, out);
+}
+
+int ct_bpf_attach_code_free(struct ct_session *s, pid_t pid, const char *path, uint64_t off,
+			    struct ct_links *out)
+{
+	uint64_t cookie = 0;
+
+	return attach_prog(s, s->skel->progs.ct_code_free, path, &off, &cookie, 1, false, pid, out);
 }
 
 int ct_bpf_attach_calib(struct ct_session *s, const char *path, uint64_t off, bool ret,

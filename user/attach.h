@@ -70,6 +70,9 @@ int ct_bpf_attach_entry(struct ct_session *s, pid_t pid, const char *path, uint6
 /* --ops: the frame evaluation entry and exit at file offset off of path, for pid only. */
 int ct_bpf_attach_pyops(struct ct_session *s, pid_t pid, const char *path, uint64_t off,
 			struct ct_links *out);
+/* The interpreter's code object deallocator at file offset off of path, for pid only. */
+int ct_bpf_attach_code_free(struct ct_session *s, pid_t pid, const char *path, uint64_t off,
+			    struct ct_links *out);
 /* --cost: the do-nothing program as an entry probe (and with ret, a return probe too) at
  * file offset off of path, in the tracer itself, as the probes of the targets attach
  * (uprobe_multi or perf-event links). */

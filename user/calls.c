@@ -338,6 +338,14 @@ void ct_calls_on_unseen(struct ct_session *s, const struct ct_hdr *h)
 	ct_diag_unseen(s->diag, h->pid, lib, h->ts);
 }
 
+void ct_calls_on_capture(struct ct_session *s, const struct ct_capture_event *ev)
+{
+	struct ct_proc *p = ct_proc_find(s, ev->hdr.pid);
+
+	if (p)
+		ct_py_on_capture(s, p, ev);
+}
+
 void ct_calls_on_backward(struct ct_session *s, const struct ct_hdr *h)
 {
 	struct ct_proc *p = ct_proc_find(s, h->pid);

@@ -40,6 +40,8 @@ void ct_calls_on_ret(struct ct_session *s, const struct ct_ret_event *ev);
 void ct_calls_on_op(struct ct_session *s, const struct ct_op_event *ev);
 /* A backward pass began (CT_EV_BACKWARD) or ended on a thread. */
 void ct_calls_on_backward(struct ct_session *s, const struct ct_hdr *h);
+/* CT_EV_CAPTURE: objects BPF copied at the call whose record comes next on that thread. */
+void ct_calls_on_capture(struct ct_session *s, const struct ct_capture_event *ev);
 /* CT_EV_UNSEEN: a call that entered before tracing began returned. */
 void ct_calls_on_unseen(struct ct_session *s, const struct ct_hdr *h);
 

@@ -23,6 +23,9 @@ _Static_assert(sizeof(struct ct_ret_event) == 48, "ct_ret_event layout");
 _Static_assert(sizeof(struct ct_op_event) == 64, "ct_op_event layout");
 _Static_assert(sizeof(struct ct_proc_event) == 48, "ct_proc_event layout");
 _Static_assert(sizeof(struct ct_frame) == 40, "ct_frame layout");
+_Static_assert(sizeof(struct ct_capture_event) == 32 + CT_CAP_REGIONS * (8 + CT_CAP_BYTES),
+	       "ct_capture_event layout");
+_Static_assert(sizeof(struct ct_pycode_val) == 64, "ct_pycode_val layout");
 
 int ct_events_handle(void *ctx, void *data, size_t len)
 {
@@ -54,6 +57,10 @@ int ct_events_handle(void *ctx, void *data, size_t len)
 		break;
 	case CT_EV_UNSEEN:
 		ct_calls_on_unseen(s, h);
+		break;
+	case CT_EV_CAPTURE:
+		if (ct_rec_capture_ok(data, len))
+			ct_calls_on_capture(s, data);
 		break;
 	case CT_EV_EXEC:
 	case CT_EV_FORK:

@@ -180,6 +180,7 @@ int ct_pys_update_pyproc(struct ct_session *s, struct ct_proc *p, const struct c
 	fill_vals(p, tl, &v.vals);
 	fill_code_span(&p->py.offsets, &v);
 	v.ascii_state = 1u << CT_PY_STATE_COMPACT_BIT | 1u << CT_PY_STATE_ASCII_BIT;
+	v.code_free = p->code_free;
 	return bpf_map_update_elem(bpf_map__fd(s->skel->maps.pyprocs), &key, &v, BPF_ANY) ? -errno
 											  : 0;
 }
@@ -247,6 +248,45 @@ void ct_pys_torch_layout_to_bpf(struct ct_session *s, struct ct_proc *p)
 		version);
 }
 
+/*
+ * 3.12+: probe where the process's code objects die (PyCode_Type's tp_dealloc, read from
+ * the process: code_dealloc is not exported), so that the walker can trust a known code
+ * object without reading it (CT_PYC_HELD). Where that is not possible, the walker reads
+ * every code object, as before. 0, or -errno when p could not be told.
+ */
+static int watch_code_frees(struct ct_session *s, struct ct_proc *p)
+{
+	const struct ct_py_objoffsets *oo = ct_py_objoffsets_for(p->py.major, p->py.minor);
+	uint64_t dealloc, off;
+	char err[256];
+	struct ct_elf *e;
+	int rc;
+
+	if (!oo || p->py.offsets.code_version == CT_PY_NONE || !p->py.code_type_addr ||
+	    ct_py_read_mem(p->pid, p->py.code_type_addr + oo->type_dealloc, &dealloc,
+			   sizeof(dealloc)) ||
+	    dealloc < p->py.load_bias)
+		return 0;
+	e = ct_elf_open(p->py.open_path, err, sizeof(err));
+	if (!e)
+		return 0;
+	rc = ct_elf_vaddr_to_off(e, dealloc - p->py.load_bias, &off);
+	if (!rc)
+		off += ct_elf_endbr_len(e, dealloc - p->py.load_bias);
+	ct_elf_close(e);
+	if (rc)
+		return 0; /* not in the interpreter's file: another allocator's, not probed */
+	rc = ct_bpf_attach_code_free(s, p->pid, p->py.open_path, off, &p->links);
+	if (rc) {
+		ct_info("commtrace: pid %d: code_dealloc not probed (%s): every known code "
+			"object is read at each stack\n",
+			p->pid, strerror(-rc));
+		return 0;
+	}
+	p->code_free = true;
+	return ct_pys_update_pyproc(s, p, p->torch_layout);
+}
+
 int ct_py_attach_proc(struct ct_session *s, struct ct_proc *p)
 {
 	int rc;
@@ -268,6 +308,9 @@ int ct_py_attach_proc(struct ct_session *s, struct ct_proc *p)
 	if (rc)
 		return rc;
 	p->has_python = true;
+	rc = watch_code_frees(s, p);
+	if (rc)
+		return rc;
 	ct_info("commtrace: pid %d: CPython %d.%d, _PyRuntime at 0x%llx%s\n", p->pid, p->py.major,
 		p->py.minor, (unsigned long long)p->py.runtime_addr,
 		p->py.from_debug ? " (offsets from _Py_DebugOffsets)" : "");
@@ -517,25 +560,85 @@ static void tell_known(struct ct_session *s, struct ct_proc *p, uint64_t code,
 		if (tl && !p->torch_layout && !ct_pys_update_pyproc(s, p, tl))
 			p->torch_layout = tl;
 	}
-	/* and so does a redistribution's, whose specs may be temporaries */
-	if (r && r->role != CT_ROLE_MODULE &&
-	    (r->name_from == CT_NAME_ARG1 || r->name_from == CT_NAME_SELF ||
-	     r->role == CT_ROLE_RESHARD))
+	/* and so does a redistribution's, whose specs may be temporaries, unless BPF can copy
+	 * them at the call (CT_PYC_CAPTURE) */
+	if (r && r->role == CT_ROLE_RESHARD && p->spec_layout.type) {
+		v.flags |= CT_PYC_CAPTURE;
+		v.cap_type = p->spec_layout.type;
+		v.cap_slot = p->spec_layout.slot;
+		v.cap_valid = p->spec_layout.valid;
+		v.cap_item = p->spec_layout.item;
+		v.cap_dict = p->spec_layout.dict;
+	} else if (r && r->role != CT_ROLE_MODULE &&
+		   (r->name_from == CT_NAME_ARG1 || r->name_from == CT_NAME_SELF ||
+		    r->role == CT_ROLE_RESHARD)) {
 		v.flags |= CT_PYC_LIVE;
+	}
 	/* but an op called from Python lives as long as the process (its packet keeps it) */
 	if (r && r->role == CT_ROLE_OPCALL)
 		v.flags = (v.flags & ~CT_PYC_LIVE) | CT_PYC_OPCALL;
-	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.pycodes), &k, &v, BPF_ANY))
+	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.pycodes), &k, &v, BPF_ANY)) {
 		s->py->counts.known_failed++;
+		return;
+	}
+	/*
+	 * Held: the code object resolved is still there now, after the entry was added; from
+	 * then on its deallocation deletes the entry (ct_code_free). Not once it has done so
+	 * (BPF_EXIST), nor when another code object took its address before the entry was
+	 * added: that entry is deleted.
+	 */
+	if (!p->code_free || (v.flags & CT_PYC_LIVE))
+		return;
+	switch (ct_py_code_is(p->pid, &p->py.offsets, code, &f->known)) {
+	case 1:
+		v.flags |= CT_PYC_HELD;
+		if (!bpf_map_update_elem(bpf_map__fd(s->skel->maps.pycodes), &k, &v, BPF_EXIST))
+			s->py->counts.held++;
+		break;
+	case 0:
+		bpf_map_delete_elem(bpf_map__fd(s->skel->maps.pycodes), &k);
+		break;
+	}
+}
+
+void ct_py_on_capture(struct ct_session *s, struct ct_proc *p, const struct ct_capture_event *ev)
+{
+	struct ct_pystate *st = s->py;
+	unsigned int i;
+
+	if (!st)
+		return;
+	i = st->ncaps++ % CT_PY_CAPS; /* the oldest goes: its call came long ago, or never */
+	st->caps[i].pid = p->pid;
+	st->caps[i].ev = *ev;
+}
+
+/* The copies taken at the call ev, taken from the kept ones; NULL when there are none. */
+static const struct ct_capture_event *take_capture(struct ct_pystate *st, pid_t pid,
+						   const struct ct_call_event *ev)
+{
+	for (int i = 0; i < CT_PY_CAPS; i++) {
+		if (st->caps[i].pid == pid && st->caps[i].ev.hdr.tid == ev->hdr.tid &&
+		    st->caps[i].ev.hdr.ts == ev->hdr.ts) {
+			st->caps[i].pid = 0; /* once */
+			return &st->caps[i].ev;
+		}
+	}
+	return NULL;
 }
 
 /*
  * A redistribution's placements, before and after, onto the innermost redistribute node of
- * the path: from the source and target specs of the redistribute_local_tensor running it,
- * read a few ms after the call (its stacks wake the reader: the target spec is often a
- * temporary). No such node: an op dispatcher's own redistribution, shown under its op.
+ * the path: from the source and target specs of the redistribute_local_tensor running it
+ * (f; its frame symbolized as sf, matching r), read from the copies BPF made at the call
+ * (cap), or else from the live process a few ms after it (its stacks wake the reader: the
+ * target spec is often a temporary); then, once, where this process's specs keep their
+ * placements is measured, so that BPF copies them from then on. No such node: an op
+ * dispatcher's own redistribution, shown under its op.
  */
-static void reshard_placements(struct ct_proc *p, const struct ct_pyframe_raw *f,
+static void reshard_placements(struct ct_session *s, struct ct_proc *p,
+			       const struct ct_pyframe_raw *f, const struct ct_pyframe *sf,
+			       const struct ct_rule *r, const struct ct_capture_event *cap,
 			       struct ct_tree_frame *path, int npath)
 {
 	char buf[256];
@@ -543,12 +646,21 @@ static void reshard_placements(struct ct_proc *p, const struct ct_pyframe_raw *f
 	for (int i = npath - 1; i >= 0; i--) {
 		if (path[i].type != CT_NODE_REDISTRIBUTE)
 			continue;
+		s->py->counts.captured += cap != NULL;
+		ct_py_captured_begin(p->pid, cap);
 		ct_py_snapshot_begin(p->pid); /* two specs of one type: its lines read once */
 		ct_tensor_placements(p->pid, &p->py.offsets, f->arg1, buf, sizeof(buf));
 		path[i].src = buf[0] ? ct_intern(buf) : NULL;
 		ct_tensor_placements(p->pid, &p->py.offsets, f->arg2, buf, sizeof(buf));
 		path[i].dst = buf[0] ? ct_intern(buf) : NULL;
+		if (!cap && !p->spec_layout.type && p->spec_layout_tries < 3 && path[i].src &&
+		    path[i].dst) {
+			p->spec_layout_tries++;
+			if (!ct_spec_layout(p->pid, &p->py.offsets, f->arg1, &p->spec_layout))
+				tell_known(s, p, f->code, sf, r);
+		}
 		ct_py_snapshot_end();
+		ct_py_captured_end();
 		return;
 	}
 }
@@ -569,6 +681,8 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 	const char *op = NULL;
 	uint64_t helper_arg = 0, opcall_args = 0;
 	const struct ct_pyframe_raw *reshard = NULL;
+	const struct ct_pyframe *reshard_f = NULL;
+	const struct ct_rule *reshard_r = NULL;
 
 	memset(out, 0, sizeof(*out));
 	path = out->path;
@@ -639,6 +753,8 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 		}
 		case CT_ROLE_RESHARD:
 			reshard = raw; /* the innermost: the one that communicates */
+			reshard_f = f;
+			reshard_r = r;
 			break;
 		case CT_ROLE_OPCALL: {
 			/* torch.compile's generated code calls a functional collective's op */
@@ -728,7 +844,8 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 		}
 	}
 	if (reshard)
-		reshard_placements(p, reshard, path, npath);
+		reshard_placements(s, p, reshard, reshard_f, reshard_r,
+				   take_capture(st, p->pid, ev), path, npath);
 	/* Frames that could not be read leave holes: keep the stack dense. */
 	for (int i = 0, j = 0; i < nstack; i++)
 		if (stack[i].qualname)

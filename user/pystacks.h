@@ -24,6 +24,8 @@ struct ct_py_resolved {
  * where the process has no Python (or the record no frames). */
 int ct_py_resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
 		  struct ct_py_resolved *out);
+/* Objects BPF copied at a call (a redistribution's specs), for resolving that call's stack. */
+void ct_py_on_capture(struct ct_session *s, struct ct_proc *p, const struct ct_capture_event *ev);
 /* --ops (user/pyops.c). */
 struct ct_ops_stats {
 	uint64_t entries;      /* entry records received */
@@ -55,8 +57,10 @@ const struct ct_ops_stats *ct_py_ops_stats(const struct ct_session *s);
 struct ct_py_counts {
 	uint64_t stacks, frames;
 	uint64_t stacks_known; /* every code object checked in BPF: named from the cache */
+	uint64_t captured;     /* of those, named from objects BPF copied at the call */
 	uint64_t frames_late;  /* of those, frames no longer cached: read from the process later */
 	uint64_t known_failed; /* code objects BPF could not be told of (their stacks wake) */
+	uint64_t held;	       /* code objects BPF was told are held (CT_PYC_HELD) */
 	uint64_t
 	    unverifiable; /* code objects BPF could not tell from a reuse (their stacks wake) */
 	uint64_t frames_reused;	    /* unresolved: the code object's address was reused meanwhile */

@@ -50,6 +50,10 @@ struct wrap_slot {
 	uint64_t func, code;
 };
 
+/* Copies BPF took at calls, kept until their calls are resolved: the record comes just
+ * before its call's, but other threads' records may come between. */
+#define CT_PY_CAPS 8
+
 struct ct_pystate {
 	struct ct_pysym_cache *sym;
 	struct ct_profiles profiles;
@@ -63,6 +67,12 @@ struct ct_pystate {
 	struct ct_pyframe frames_buf[CT_PY_MAX_FRAMES]; /* one stack, symbolized */
 	int frames_rc[CT_PY_MAX_FRAMES];
 	struct ct_ctxtab *ctxs; /* autograd contexts' forward module paths */
+	/* copies BPF took at calls (CT_EV_CAPTURE), each until its call is resolved */
+	struct {
+		pid_t pid;
+		struct ct_capture_event ev;
+	} caps[CT_PY_CAPS];
+	unsigned int ncaps;
 };
 
 /*

@@ -26,6 +26,11 @@ static inline bool ct_rec_op_ok(const struct ct_op_event *ev, size_t len)
 	return len >= sizeof(*ev) && (!ev->has_vals || len >= sizeof(struct ct_op_vals_event));
 }
 
+static inline bool ct_rec_capture_ok(const struct ct_capture_event *ev, size_t len)
+{
+	return len >= sizeof(*ev) && ev->n <= CT_CAP_REGIONS;
+}
+
 static inline bool ct_rec_proc_ok(size_t len)
 {
 	return len >= sizeof(struct ct_proc_event);

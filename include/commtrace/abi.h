@@ -177,6 +177,7 @@ enum ct_ev_type {
 	CT_EV_BACKWARD_END, /* and returned */
 	CT_EV_UNSEEN,	    /* a traced function returned whose entry came before the gate opened
 			     * (a bare ct_hdr): the call was in flight when tracing began */
+	CT_EV_CAPTURE,	    /* objects copied at a call, just before its CT_EV_CALL */
 };
 
 struct ct_hdr {
@@ -202,6 +203,28 @@ struct ct_call_event {
 
 #define CT_CALL_EVENT_SIZE(n)                                                                      \
 	(sizeof(struct ct_call_event) - sizeof(struct ct_pyframe_raw) * (CT_PY_MAX_FRAMES - (n)))
+
+/*
+ * Copies of the target's memory taken at a call whose stack holds a CT_PYC_CAPTURE frame
+ * (pyabi.h): the objects its names are read from, which may be gone by the time user space
+ * reads (a redistribution's temporary specs). Sent just before the call's CT_EV_CALL, with
+ * the same hdr.tid and hdr.ts. Each region is CT_CAP_BYTES from CT_CAP_BEFORE bytes before
+ * an object (its GC header and managed dict pointer) to past its inline values.
+ */
+#define CT_CAP_REGIONS 20 /* 2 specs x (the spec, its tuple, 4 placements and their fields) */
+#define CT_CAP_ITEMS   4  /* placements per spec (mesh dimensions) */
+#define CT_CAP_BYTES   128
+#define CT_CAP_BEFORE  32
+
+struct ct_capture_event {
+	struct ct_hdr hdr; /* CT_EV_CAPTURE */
+	__u32 n;	   /* regions filled */
+	__u32 pad;
+	struct {
+		__u64 addr;
+		__u8 data[CT_CAP_BYTES];
+	} r[CT_CAP_REGIONS];
+};
 
 struct ct_ret_event {
 	struct ct_hdr hdr;

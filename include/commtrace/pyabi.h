@@ -91,6 +91,11 @@ struct ct_pyproc_bpf {
 	 * code_lo, code_len of them (at most CT_PY_CODE_SPAN); code_len 0: never compared. */
 	__u16 code_lo, code_len;
 	__u32 ascii_state; /* PyASCIIObject.state bits of a compact ASCII string */
+	/* The deallocation of the process's code objects is probed (ct_code_free): the pycodes
+	 * entries marked CT_PYC_HELD are deleted when their code object dies, so the walker
+	 * trusts them without reading the code object. */
+	__u32 code_free;
+	__u32 pad;
 };
 
 /*
@@ -124,12 +129,31 @@ struct ct_pycode_key {
 	__u64 code;
 };
 
-#define CT_PYC_HELPER (1u << 0) /* a collective helper: its first local's tensor is described */
-#define CT_PYC_LIVE   (1u << 1) /* naming it reads an object that varies by call: never known */
-#define CT_PYC_SELF   (1u << 2) /* its first local is used (a module, op, helper, ctx...) */
+#define CT_PYC_HELPER  (1u << 0) /* a collective helper: its first local's tensor is described */
+#define CT_PYC_LIVE    (1u << 1) /* naming it reads an object that varies by call: never known */
+#define CT_PYC_SELF    (1u << 2) /* its first local is used (a module, op, helper, ctx...) */
 /* a torch op called from Python (OpOverload.__call__): without a helper on the stack, the
  * innermost one's first argument (its second local, the args tuple) is the tensor described */
-#define CT_PYC_OPCALL (1u << 3)
+#define CT_PYC_OPCALL  (1u << 3)
+/*
+ * A redistribution's (torch 2.x redistribute_local_tensor: (tensor, source spec, target
+ * spec)): its specs are often temporaries, so the walker copies the objects their
+ * placements are read from (struct ct_capture_event), and user space reads those copies
+ * later instead of the live process: the spec (of type cap_type, its inline values valid:
+ * the byte at cap_valid is 1), its placements tuple (the pointer at cap_slot), each
+ * placement and the object at its cap_item (Shard.dim, Partial.reduce_op). Offsets from
+ * the object; user space measures them on the first spec it reads live (3.13+ inline
+ * values), and until then the frame is CT_PYC_LIVE.
+ */
+#define CT_PYC_CAPTURE (1u << 4)
+/*
+ * Alive as resolved: user space checked, after adding the entry, that the code object at
+ * its address was still the one it resolved, and the process's code objects are watched
+ * at their deallocation (ct_pyproc_bpf.code_free), which deletes the entry: as long as the
+ * entry is there, so is that code object, and the walker need not read it (3.12+, whose
+ * co_version tells a code object from any made before it at its address).
+ */
+#define CT_PYC_HELD    (1u << 5)
 
 struct ct_pycode_val {
 	__u64 name;	 /* co_qualname (3.11+) or co_name */
@@ -141,6 +165,10 @@ struct ct_pycode_val {
 	__u64 ident, ident2;
 	__s32 firstlineno;
 	__u32 flags; /* CT_PYC_* */
+	/* CT_PYC_CAPTURE: the spec's type; offsets from an object (cap_dict: the managed dict
+	 * pointer's, before it, which must be NULL: no dict took the values over) */
+	__u64 cap_type;
+	__u16 cap_slot, cap_valid, cap_item, cap_dict;
 };
 
 /*

@@ -17,20 +17,21 @@ struct ct_py_objoffsets {
 	__u16 major, minor;
 
 	/* Objects and types. */
-	__u16 var_size;		/* PyVarObject.ob_size (Py_ssize_t) */
-	__u16 type_flags;	/* PyTypeObject.tp_flags (unsigned long) */
-	__u16 type_basicsize;	/* tp_basicsize (Py_ssize_t) */
-	__u16 type_itemsize;	/* tp_itemsize (Py_ssize_t) */
-	__u16 type_dictoffset;	/* tp_dictoffset (Py_ssize_t; < 0: from the end of a var object) */
-	__u16 type_base;	/* tp_base (PyTypeObject *) */
-	__u16 ht_cached_keys;	/* PyHeapTypeObject.ht_cached_keys: keys shared by instances */
-	__u16 type_dict;	/* tp_dict (a heap type's own dict) */
-	__u16 type_mro;		/* tp_mro (a tuple of types) */
-	__u16 type_version_tag; /* tp_version_tag (unsigned int): never reused, 0 = none */
-	__u16 descr_member;	/* PyMemberDescrObject.d_member (PyMemberDef *) */
-	__u16 memberdef_type;	/* PyMemberDef.type (int) */
-	__u16 memberdef_offset; /* PyMemberDef.offset (Py_ssize_t) */
-	__u16 member_object_ex; /* T_OBJECT_EX: a __slots__ slot holding a PyObject * */
+	__u16 var_size;	       /* PyVarObject.ob_size (Py_ssize_t) */
+	__u16 type_flags;      /* PyTypeObject.tp_flags (unsigned long) */
+	__u16 type_basicsize;  /* tp_basicsize (Py_ssize_t) */
+	__u16 type_itemsize;   /* tp_itemsize (Py_ssize_t) */
+	__u16 type_dictoffset; /* tp_dictoffset (Py_ssize_t; < 0: from the end of a var object) */
+	__u16 type_dealloc;   /* tp_dealloc (destructor): PyCode_Type's is where code objects die */
+	__u16 type_base;      /* tp_base (PyTypeObject *) */
+	__u16 ht_cached_keys; /* PyHeapTypeObject.ht_cached_keys: keys shared by instances */
+	__u16 type_dict;      /* tp_dict (a heap type's own dict) */
+	__u16 type_mro;	      /* tp_mro (a tuple of types) */
+	__u16 type_version_tag;	      /* tp_version_tag (unsigned int): never reused, 0 = none */
+	__u16 descr_member;	      /* PyMemberDescrObject.d_member (PyMemberDef *) */
+	__u16 memberdef_type;	      /* PyMemberDef.type (int) */
+	__u16 memberdef_offset;	      /* PyMemberDef.offset (Py_ssize_t) */
+	__u16 member_object_ex;	      /* T_OBJECT_EX: a __slots__ slot holding a PyObject * */
 	__u32 tpflags_dict_subclass;  /* Py_TPFLAGS_DICT_SUBCLASS */
 	__u32 tpflags_type_subclass;  /* Py_TPFLAGS_TYPE_SUBCLASS: the object is a class */
 	__u32 tpflags_tuple_subclass; /* Py_TPFLAGS_TUPLE_SUBCLASS */

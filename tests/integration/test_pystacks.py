@@ -289,8 +289,11 @@ def test_known_stacks_named_from_cache(bpf, mpi_available, reaper, start_tracer,
     for r in colls:
         assert tuple((f["qualname"], f["line"]) for f in r["stack"]) == want
     # The first stack woke the reader, which told BPF its code objects; the 9 others did not.
+    # 3.12+: each of those code objects is held (its deallocation probed), not read again.
+    held = len({q for q, _ in want}) if version == "3.13" else 0
     assert js["python_stacks"] == 10
-    assert js["python_stacks_known"] == {"stacks": 9, "frames_read_late": 0, "codes_not_told": 0,
+    assert js["python_stacks_known"] == {"stacks": 9, "captured": 0, "frames_read_late": 0,
+                                         "codes_not_told": 0, "codes_held": held,
                                          "codes_unverifiable": 0}
     assert js["drops"]["python_frames_unresolved"] == 0
 
@@ -321,6 +324,36 @@ def test_reused_code_objects_never_misnamed(bpf, mpi_available, reaper, start_tr
     assert missing < n, "every made function unnamed"
     assert js["drops"]["python_frames_unresolved"] == missing
     assert js["drops"]["python_frames_reused"] <= missing
+
+
+@pytest.mark.parametrize("version", ["3.13"])  # 3.12's allocator does not reuse them here
+def test_held_code_objects_forgotten_when_freed(bpf, mpi_available, reaper, start_tracer,
+                                                tmp_path, version):
+    """3.12+: a code object the reader has resolved is held (the interpreter's code_dealloc
+    is probed), and BPF names later stacks through it without reading it; freed, it is
+    forgotten at once. Each function made at run time is called 3 times, then freed, and the
+    next takes its memory: every call names its own function, never the one before."""
+    python = INTERPRETERS[version]
+    if not python.exists():
+        pytest.skip(f"SKIPPED LOUDLY: {python} is not installed")
+    n, k = 60, 3
+    js, pid, ledger, tr = run_pystack(reaper, start_tracer, tmp_path, python, "--reuse", n,
+                                      "--reuse-calls", k, "--pause", 0.02)
+    made = ledger["made"]
+    reused = n - len({addr for _, addr in made})
+    assert reused >= n // 10, f"only {reused} code objects took a freed one's address"
+    colls = sorted((r for _, r in flatten(debug_of(js, pid)["records"])
+                    if r["type"] == "collective"), key=lambda r: r["ts_ns"])
+    assert len(colls) == n * k
+    for i, r in enumerate(colls):
+        frames = [f["qualname"] for f in r["stack"] if f["qualname"].startswith("made_")]
+        assert frames == [made[i // k][0]], f"call {i} of {made[i // k][0]} named {frames}"
+    known = js["python_stacks_known"]
+    # each function held once resolved, a reused address again for its new code object
+    assert known["codes_held"] >= n, known
+    # the later calls came after the reader had resolved the function: named from its cache
+    assert known["stacks"] >= n * (k - 1) // 2, known
+    assert js["drops"]["python_frames_unresolved"] == 0
 
 
 @pytest.mark.parametrize("depth,truncated", [(490, False), (520, True)])

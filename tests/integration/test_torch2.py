@@ -328,6 +328,11 @@ def test_redistribute_placements(bpf, torch2_root, reaper, start_tracer, tmp_pat
         # the backward's all-reduce goes under fc1 without one: no redistribute runs it
         bwd = [x for x in proc["comm_debug"]["records"] if x["phase"] == "backward"]
         assert not [n for root in bwd for n in redistributions(root)]
+    # From the second step on, each rank's redistribution stack is named without waking the
+    # reader: its specs, temporaries, were copied in BPF at the call (the first step's were
+    # read live, and told BPF where a spec keeps its placements).
+    known = js["python_stacks_known"]
+    assert known["captured"] == 2 * (STEPS - 1), known
     lines = [l for l in table.read_text().splitlines() if "Redistribute(" in l]
     assert len(lines) == 2 * STEPS
     assert all(l.split(None, 1)[1] == "Redistribute(redistribute) (Partial(sum),) -> "

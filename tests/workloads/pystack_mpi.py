@@ -18,6 +18,8 @@ stacks must reproduce exactly.
                    before the next is made, so that code objects (and their names' and
                    line tables' memory) are reused; the ledger lists each one's name and
                    code object address in call order
+  --reuse-calls K  with --reuse: call each made function K times (default 1), sleeping
+                   --pause S seconds after each call
 """
 import argparse
 import ctypes
@@ -82,15 +84,18 @@ def cpu():
     return ru.ru_utime + ru.ru_stime
 
 
-def reused(n):
-    """Each function is compiled, called once and freed before the next: CPython hands the
-    next code object the freed one's memory. Named after its number, so a stale name shows."""
+def reused(n, calls, pause):
+    """Each function is compiled, called (calls times, pausing after each) and freed before
+    the next: CPython hands the next code object the freed one's memory. Named after its
+    number, so a stale name shows."""
     made = []
     for i in range(n):
         ns = {"barrier": lambda: mpi.MPI_Barrier(COMM_WORLD)}
         exec(compile(f"def made_{i}():\n    barrier()\n", "<made>", "exec"), ns)
         made.append([f"made_{i}", id(ns[f"made_{i}"].__code__)])
-        ns[f"made_{i}"]()
+        for _ in range(calls):
+            ns[f"made_{i}"]()
+            time.sleep(pause)
         del ns
     return made
 
@@ -105,6 +110,7 @@ def main():
     ap.add_argument("--expect")
     ap.add_argument("--time", action="store_true")
     ap.add_argument("--reuse", type=int, default=0)
+    ap.add_argument("--reuse-calls", type=int, default=1)
     ap.add_argument("--pause", type=float, default=0)
     ap.add_argument("--hold-file")
     a = ap.parse_args()
@@ -119,7 +125,7 @@ def main():
             time.sleep(0.02)
     made = []
     if a.reuse:
-        made = reused(a.reuse)
+        made = reused(a.reuse, a.reuse_calls, a.pause)
     elif a.depth or a.time:
         def loop(w):
             for _ in range(a.calls):

@@ -520,14 +520,17 @@ int ct_export_json(struct ct_session *s, const char *path)
 		cJSON_AddItemToObject(drops, "module_names_by_class",
 				      u64(c ? c->names_by_class : 0));
 		cJSON_AddItemToObject(root, "python_stacks", u64(c ? c->stacks : 0));
+		cJSON_AddItemToObject(root, "python_frames", u64(c ? c->frames : 0));
 		/* Stacks whose every code object BPF checked as already resolved: named
 		 * from the cache, later, without a wakeup (docs/json.md). */
 		if (c && c->stacks) {
 			cJSON *k = cJSON_CreateObject();
 
 			cJSON_AddItemToObject(k, "stacks", u64(c->stacks_known));
+			cJSON_AddItemToObject(k, "captured", u64(c->captured));
 			cJSON_AddItemToObject(k, "frames_read_late", u64(c->frames_late));
 			cJSON_AddItemToObject(k, "codes_not_told", u64(c->known_failed));
+			cJSON_AddItemToObject(k, "codes_held", u64(c->held));
 			cJSON_AddItemToObject(k, "codes_unverifiable", u64(c->unverifiable));
 			cJSON_AddItemToObject(root, "python_stacks_known", k);
 		}

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include "commtrace/abi.h"
 #include "commtrace/pyoffsets.h"
 #include "elf/elfsym.h"
 #include "python/pyproc.h"
@@ -143,12 +144,46 @@ static int snap_read(uint64_t base, uint64_t addr, void *buf, size_t len)
 	return 0;
 }
 
+static _Thread_local struct {
+	pid_t pid; /* 0: none */
+	const struct ct_capture_event *ev;
+} cap;
+
+void ct_py_captured_begin(pid_t pid, const struct ct_capture_event *ev)
+{
+	cap.pid = ev && ev->n ? pid : 0;
+	cap.ev = ev;
+}
+
+void ct_py_captured_end(void)
+{
+	cap.pid = 0;
+}
+
+/* The len bytes at addr from a region copied at the call; false where none holds them all. */
+static bool captured(pid_t pid, uint64_t addr, void *buf, size_t len)
+{
+	if (!cap.pid || pid != cap.pid)
+		return false;
+	for (uint32_t i = 0; i < cap.ev->n && i < CT_CAP_REGIONS; i++) {
+		uint64_t at = cap.ev->r[i].addr;
+
+		if (addr >= at && len <= CT_CAP_BYTES && addr - at <= CT_CAP_BYTES - len) {
+			memcpy(buf, cap.ev->r[i].data + (addr - at), len);
+			return true;
+		}
+	}
+	return false;
+}
+
 int ct_py_read_mem(pid_t pid, uint64_t addr, void *buf, size_t len)
 {
 	uint64_t base = line_of(addr, len);
 	size_t first;
 	int err;
 
+	if (captured(pid, addr, buf, len))
+		return 0;
 	if (!snap.pid || pid != snap.pid || !addr || !len || len > SNAP_LINE || addr + len < addr)
 		return ct_py_read_fresh(pid, addr, buf, len);
 	if (base)
@@ -172,6 +207,12 @@ int ct_py_read_many(pid_t pid, const uint64_t *addrs, size_t n, size_t len, void
 	bool *lok;
 	int err;
 
+	if (cap.pid && pid == cap.pid) {
+		/* rare (a dict's keys of a captured object's type): one at a time */
+		for (size_t i = 0; i < n; i++)
+			ok[i] = !ct_py_read_mem(pid, addrs[i], (uint8_t *)buf + i * len, len);
+		return 0;
+	}
 	if (!snap.pid || pid != snap.pid || !len || len > SNAP_LINE || !n)
 		return read_many_fresh(pid, addrs, n, len, buf, ok);
 	lines = malloc(n * sizeof(*lines));
@@ -489,8 +530,9 @@ static int detect(pid_t pid, const struct py_cand *c, struct ct_pyproc *out)
 	    {.name = "_PyRuntime", .object = true},
 	    {.name = "Py_Version", .object = true}, /* exported since 3.11 */
 	    {.name = "PyCell_Type", .object = true},
+	    {.name = "PyCode_Type", .object = true},
 	};
-	struct ct_sym_found found[3] = {};
+	struct ct_sym_found found[4] = {};
 	const struct ct_py_offsets *tab;
 	char err[256];
 	struct ct_elf *e;
@@ -506,7 +548,7 @@ static int detect(pid_t pid, const struct py_cand *c, struct ct_pyproc *out)
 	e = ct_elf_open(out->open_path, err, sizeof(err));
 	if (!e)
 		return -ENOENT;
-	ct_elf_resolve(e, wants, 3, found);
+	ct_elf_resolve(e, wants, 4, found);
 	if (!found[0].found) {
 		ret = -ENOENT; /* a python3.X executable linked against libpython: not ours */
 		goto out;
@@ -519,8 +561,11 @@ static int detect(pid_t pid, const struct py_cand *c, struct ct_pyproc *out)
 	ret = file_off_to_addr(c, found[0].file_off, &out->runtime_addr);
 	if (ret)
 		goto out;
+	out->load_bias = out->runtime_addr - found[0].addr;
 	if (found[2].found && file_off_to_addr(c, found[2].file_off, &out->cell_type_addr))
 		out->cell_type_addr = 0;
+	if (found[3].found && file_off_to_addr(c, found[3].file_off, &out->code_type_addr))
+		out->code_type_addr = 0;
 
 	if (strchr(c->flags, 't')) {
 		notice(out, "is a free-threaded build, whose object layout is not supported");

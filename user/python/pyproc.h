@@ -23,6 +23,8 @@ struct ct_pyproc {
 	uint64_t version_hex;	 /* PY_VERSION_HEX from Py_Version or the debug offsets, or 0 */
 	uint64_t runtime_addr;	 /* &_PyRuntime in the target */
 	uint64_t cell_type_addr; /* &PyCell_Type, or 0 */
+	uint64_t code_type_addr; /* &PyCode_Type, or 0 */
+	uint64_t load_bias;	 /* run-time address - ELF vaddr in the interpreter's file */
 	struct ct_py_offsets offsets;
 	bool from_debug;	  /* _Py_DebugOffsets were read and applied */
 	int debug_mismatches;	  /* generated fields the debug offsets corrected (should be 0) */
@@ -57,6 +59,16 @@ int ct_py_read_fresh(pid_t pid, uint64_t addr, void *buf, size_t len);
  */
 void ct_py_snapshot_begin(pid_t pid);
 void ct_py_snapshot_end(void);
+
+/*
+ * Copies of pid's memory taken in BPF at a call (struct ct_capture_event, n regions): until
+ * ct_py_captured_end(), a read of pid that lies inside one of them is served from it, so
+ * what it returns is what the memory held at the call; other reads go on as before. For
+ * objects that are gone by the time they are read (a redistribution's specs). Per thread.
+ */
+struct ct_capture_event;
+void ct_py_captured_begin(pid_t pid, const struct ct_capture_event *ev);
+void ct_py_captured_end(void);
 
 struct ct_py_snapshot_stats {
 	uint64_t lines_read, hits;

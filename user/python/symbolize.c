@@ -570,6 +570,25 @@ static int read_code_hdr(pid_t pid, const struct ct_py_offsets *o, uint64_t code
 	return 0;
 }
 
+int ct_py_code_is(pid_t pid, const struct ct_py_offsets *o, uint64_t code,
+		  const struct ct_pycode_val *v)
+{
+	unsigned char buf[PY_CODE_HDR_MAX];
+	size_t end = code_hdr_len(o);
+	struct code_hdr h;
+	int err;
+
+	if (end > sizeof(buf))
+		return -EINVAL;
+	err = ct_py_read_fresh(pid, code, buf, end);
+	if (err)
+		return err;
+	parse_code_hdr(o, buf, &h);
+	return h.name_ptr == v->name && h.file_ptr == v->filename && h.lt_ptr == v->linetable &&
+	       h.firstlineno == v->firstlineno &&
+	       (o->code_version == CT_PY_NONE || h.version == v->ident);
+}
+
 static int fill_entry(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
 		      uint64_t code, const struct code_hdr *h, struct entry *e)
 {
