@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The Python side's state, shared by user/pystacks.c (interpreters, stacks, names) and
- * user/pyops.c (--ops' entries and exits), which uses the helpers below; nothing else
- * includes it.
+ * The Python side's state, shared by user/pystacks.c (interpreters, stacks, names),
+ * user/pybpf.c (what BPF is told of them) and user/pyops.c (--ops' entries and exits),
+ * which use the helpers below; nothing else includes it.
  */
 #ifndef CT_PYSTATE_H
 #define CT_PYSTATE_H
@@ -121,5 +121,14 @@ const char *ct_pys_class_label(struct ct_pystate *st, struct ct_proc *p, uint64_
 int ct_pys_update_pyproc(struct ct_session *s, struct ct_proc *p, const struct ct_torch_layout *tl);
 /* Tell BPF torch's tensor layout once torch is known in the process. */
 void ct_pys_torch_layout_to_bpf(struct ct_session *s, struct ct_proc *p);
+/* torch's tensor layout in p for reads from user space, looked up until torch is loaded. */
+const struct ct_torch_layout *ct_pys_tensor_layout(struct ct_proc *p);
+/* Tell BPF a code object resolved for the first time (symbolized as f, matching r). */
+void ct_pys_tell_known(struct ct_session *s, struct ct_proc *p, uint64_t code,
+		       const struct ct_pyframe *f, const struct ct_rule *r);
+/* 3.12+: probe the process's code object deallocator (CT_PYC_HELD); 0, or -errno. */
+int ct_pys_watch_code_frees(struct ct_session *s, struct ct_proc *p);
+/* --ops: probe the interpreter's frame evaluation in p; 0, or -errno. */
+int ct_pys_attach_ops(struct ct_session *s, struct ct_proc *p);
 
 #endif
