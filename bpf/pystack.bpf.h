@@ -142,12 +142,6 @@ static __always_inline __u64 args_first(const struct ct_pyproc_bpf *pp, __u64 ar
 }
 
 /*
- * What the walk changes as it goes, in a map value rather than on the stack: the verifier
- * tracks stack slots exactly, so every combination of their values made walk_cb a new
- * state to verify, iteration after iteration (over the 1M-instruction limit on 6.18's
- * verifier); a map value's words are plain scalars to it, and walk_cb converges at once.
- */
-/*
  * One read of the frame's head instead of one per field: 3.11+ keep code,
  * previous, instruction, owner and the first locals within 96 bytes. Fields
  * past it (3.10's f_localsplus at 352) are read on their own.
@@ -157,6 +151,12 @@ static __always_inline __u64 args_first(const struct ct_pyproc_bpf *pp, __u64 ar
 
 #define CT_WALK_MEMO 8 /* code objects a walk remembers having checked */
 
+/*
+ * What the walk changes as it goes, in a map value rather than on the stack: the verifier
+ * tracks stack slots exactly, so every combination of their values made walk_cb a new
+ * state to verify, iteration after iteration (over the 1M-instruction limit on 6.18's
+ * verifier); a map value's words are plain scalars to it, and walk_cb converges at once.
+ */
 struct walk_state {
 	__u64 frame;
 	__u64 helper; /* the first local of the outermost helper frame seen */

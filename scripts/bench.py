@@ -206,19 +206,22 @@ def cpu_ns(res, name, calls):
 
 def bench_pystack():
     """Stack capture, by CPU time: MPI_Barrier from a Python call chain (about 10 and 50
-    frames), the tracer attached by pid, the three configurations alternated."""
+    frames: one function recursing, or 40 distinct ones, every third entered from C), the
+    tracer attached by pid, the three configurations alternated."""
     calls = 20000
     for label, py in (("3.11 (Debian)", "/usr/bin/python3.11"),
                       ("3.13", str(Path.home() / ".pyenv/versions/3.13.0/bin/python3.13"))):
         if not Path(py).exists():
             print(f"\nbench pystack: {py} not installed, CPython {label} skipped")
             continue
-        for depth in (0, 40):
-            cmd = [py, WORK / "pystack_mpi.py", "--time", "--calls", calls, "--depth", depth]
+        for depth, distinct in ((0, False), (40, False), (40, True)):
+            cmd = [py, WORK / "pystack_mpi.py", "--time", "--calls", calls, "--depth", depth,
+                   *(["--distinct"] if distinct else [])]
+            shape = "distinct functions" if distinct else "recursion"
             configs = {"untraced": None, "traced, no stacks": ["--no-stacks"],
                        "traced, Python stacks": []}
             res = bs.alternate(list(configs), ROUNDS, lambda c: attached_run(cmd, configs[c]))
-            cpu_table(f"MPI_Barrier from CPython {label} at recursion depth {depth}: "
+            cpu_table(f"MPI_Barrier from CPython {label} at depth {depth} ({shape}): "
                       f"{calls} calls a run, {ROUNDS} rounds alternated", calls, res)
             stack = bs.bootstrap(bs.diff_of_means, cpu_ns(res, "traced, Python stacks", calls),
                                  cpu_ns(res, "traced, no stacks", calls))

@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define CT_COST_PROGS 16 /* loaded programs; 9 now */
+#define CT_COST_PROGS 16 /* loaded programs; 10 now */
 
 struct ct_cost {
 	int stats_fd;	  /* BPF_ENABLE_STATS held by --cost, or -1 */

@@ -8,6 +8,8 @@ stacks must reproduce exactly.
   --threads T      T Python threads call at once, each from its own chain (default 1);
                    with --depth or --time they call freely, not in lock-step
   --depth D        recurse D levels before calling (deep stacks; default 0)
+  --distinct       with --depth: D distinct functions instead of one recursing, every third
+                   one entered from C (through map()), as a framework's stacks are made
   --wait-file P    write the pid to P.pid, wait for P to exist before calling
   --expect F       write what was called from where to F (JSON)
   --time           print "ns_per_call N": wall time over all calls of all threads, and
@@ -79,6 +81,19 @@ def deep(n, w):
     return deep(n - 1, w)
 
 
+def distinct_chain(depth):
+    """A function calling depth distinct functions down to Worker.step, every third one
+    through map(): each level its own code object, and the C calls' shim frames between."""
+    ns = {}
+    for i in range(depth):
+        nxt = f"level_{i + 1}" if i + 1 < depth else "w.step"
+        call = f"list(map(lambda w: {nxt}(w), [w]))[0]" if i % 3 == 2 else f"{nxt}(w)"
+        if nxt == "w.step":
+            call = "w.step()" if i % 3 != 2 else "list(map(lambda w: w.step(), [w]))[0]"
+        exec(f"def level_{i}(w):\n    return {call}\n", ns)
+    return ns["level_0"] if depth else (lambda w: w.step())
+
+
 def cpu():
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
@@ -106,6 +121,7 @@ def main():
     ap.add_argument("--calls", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--depth", type=int, default=0)
+    ap.add_argument("--distinct", action="store_true")
     ap.add_argument("--wait-file")
     ap.add_argument("--expect")
     ap.add_argument("--time", action="store_true")
@@ -127,9 +143,11 @@ def main():
     if a.reuse:
         made = reused(a.reuse, a.reuse_calls, a.pause)
     elif a.depth or a.time:
+        chain_of = distinct_chain(a.depth) if a.distinct else (lambda w: deep(a.depth, w))
+
         def loop(w):
             for _ in range(a.calls):
-                seen = deep(a.depth, w)
+                seen = chain_of(w)
                 if a.pause:
                     time.sleep(a.pause)
             with lock:
