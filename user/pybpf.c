@@ -207,14 +207,15 @@ void ct_pys_tell_known(struct ct_session *s, struct ct_proc *p, uint64_t code,
 		return;
 	}
 	/*
-	 * Held: the code object resolved is still there now, after the entry was added; from
-	 * then on its deallocation deletes the entry (ct_code_free). Not once it has done so
-	 * (BPF_EXIST), nor when another code object took its address before the entry was
-	 * added: that entry is deleted.
+	 * Held: the code object resolved is still there now, alive (not freed memory that
+	 * still looks like it), after the entry was added; from then on its deallocation
+	 * deletes the entry (ct_code_free). Not once it has done so (BPF_EXIST), nor when it
+	 * died or another code object took its address before the entry was added: that entry
+	 * is deleted.
 	 */
 	if (!p->code_free || (v.flags & CT_PYC_LIVE))
 		return;
-	switch (ct_py_code_is(p->pid, &p->py.offsets, code, &f->known)) {
+	switch (ct_py_code_is(p->pid, &p->py.offsets, p->py.code_type_addr, code, &f->known)) {
 	case 1:
 		v.flags |= CT_PYC_HELD;
 		if (!bpf_map_update_elem(bpf_map__fd(s->skel->maps.pycodes), &k, &v, BPF_EXIST))

@@ -570,21 +570,29 @@ static int read_code_hdr(pid_t pid, const struct ct_py_offsets *o, uint64_t code
 	return 0;
 }
 
-int ct_py_code_is(pid_t pid, const struct ct_py_offsets *o, uint64_t code,
+int ct_py_code_is(pid_t pid, const struct ct_py_offsets *o, uint64_t code_type, uint64_t code,
 		  const struct ct_pycode_val *v)
 {
 	unsigned char buf[PY_CODE_HDR_MAX];
 	size_t end = code_hdr_len(o);
 	struct code_hdr h;
+	uint64_t refcnt;
 	int err;
 
-	if (end > sizeof(buf))
+	if (end > sizeof(buf) || !code_type)
 		return -EINVAL;
 	err = ct_py_read_fresh(pid, code, buf, end);
 	if (err)
 		return err;
 	parse_code_hdr(o, buf, &h);
-	return h.name_ptr == v->name && h.file_ptr == v->filename && h.lt_ptr == v->linetable &&
+	/*
+	 * Alive, not only alike: a freed code object's memory still holds its fields until
+	 * reused, but the allocator has written its free list into the head (pymalloc: the
+	 * first word, a pointer or NULL; glibc: the first two).
+	 */
+	memcpy(&refcnt, buf, sizeof(refcnt));
+	return h.type == code_type && refcnt >= 1 && refcnt <= UINT32_MAX &&
+	       h.name_ptr == v->name && h.file_ptr == v->filename && h.lt_ptr == v->linetable &&
 	       h.firstlineno == v->firstlineno &&
 	       (o->code_version == CT_PY_NONE || h.version == v->ident);
 }

@@ -75,11 +75,12 @@ void ct_py_symbolize_many(struct ct_pysym_cache *c, pid_t pid, const struct ct_p
 			  struct ct_pyframe *out, int *rc);
 
 /*
- * Whether the code object at code in pid is, now, the one v was resolved from (its name,
- * file name and line table, first line and, 3.12+, co_version): 1, 0, or -errno. Read from
- * the process, never a cache or a snapshot.
+ * Whether the code object at code in pid is, now, the one v was resolved from, alive: a
+ * code object (code_type, &PyCode_Type) with a sane reference count, with v's name, file
+ * name and line table, first line and, 3.12+, co_version. 1, 0, or -errno. Read from the
+ * process, never a cache or a snapshot.
  */
-int ct_py_code_is(pid_t pid, const struct ct_py_offsets *o, uint64_t code,
+int ct_py_code_is(pid_t pid, const struct ct_py_offsets *o, uint64_t code_type, uint64_t code,
 		  const struct ct_pycode_val *v);
 
 /*
