@@ -41,9 +41,9 @@ struct op_entry {
 };
 
 static __always_inline void fill_op(struct ct_op_event *ev, __u8 type, __u64 pid_tgid, __u64 code,
-				    const struct op_entry *e, __u8 has_vals)
+				    const struct op_entry *e, __u8 has_vals, __u64 ts)
 {
-	fill_hdr(&ev->hdr, type, 0, pid_tgid, 0, bpf_ktime_get_ns());
+	fill_hdr(&ev->hdr, type, 0, pid_tgid, 0, ts);
 	ev->code = code;
 	ev->self = e->self;
 	ev->arg1 = e->arg1;
@@ -63,7 +63,7 @@ static __always_inline int emit_op(__u8 type, __u64 pid_tgid, __u64 code, const 
 		count_drop(CT_DROP_OPS);
 		return 0;
 	}
-	fill_op(ev, type, pid_tgid, code, e, 0);
+	fill_op(ev, type, pid_tgid, code, e, 0, bpf_ktime_get_ns());
 	bpf_ringbuf_submit(ev, wakeup_flag());
 	return 0;
 }
@@ -93,13 +93,17 @@ static __always_inline void describe_vals(const struct ct_pyproc_bpf *pp, __u64 
 static __always_inline int emit_op_vals(const struct ct_pyproc_bpf *pp, __u8 type, __u64 pid_tgid,
 					__u64 code, const struct op_entry *e, __u64 obj, bool tuple)
 {
-	struct ct_op_vals_event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	struct ct_op_vals_event *ev;
+	__u64 ts = bpf_ktime_get_ns();
 
+	/* its DTensors' placements as they are now, in a record before this one */
+	capture_vals(pid_tgid, ts, obj, tuple);
+	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 	if (!ev) {
 		count_drop(CT_DROP_OPS);
 		return 0;
 	}
-	fill_op(&ev->op, type, pid_tgid, code, e, 1);
+	fill_op(&ev->op, type, pid_tgid, code, e, 1, ts);
 	__builtin_memset(&ev->vals, 0, sizeof(ev->vals));
 	describe_vals(pp, obj, tuple, &ev->vals);
 	bpf_ringbuf_submit(ev, wakeup_flag());

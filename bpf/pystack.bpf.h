@@ -172,9 +172,7 @@ struct walk_state {
 	__u8 head[CT_HEAD_MASK + 1 + 8];
 	__u64 file_checked, file_hash; /* the file name checked last, and its hash */
 	__u64 unknown;		       /* a frame whose code object is not known as resolved */
-	/* the innermost CT_PYC_CAPTURE frame: its specs (0: none) and how to copy them */
-	__u64 cap_spec[2], cap_type;
-	__u16 cap_slot, cap_valid, cap_item, cap_dict;
+	__u64 cap_spec[2];	       /* the innermost CT_PYC_CAPTURE frame's specs (0: none) */
 };
 
 struct {
@@ -454,11 +452,6 @@ static long walk_cb(__u64 i, void *data)
 	if (known && (kv->flags & CT_PYC_CAPTURE) && !w->s->cap_spec[0]) {
 		w->s->cap_spec[0] = st->frames[n].arg1;
 		w->s->cap_spec[1] = st->frames[n].arg2;
-		w->s->cap_type = kv->cap_type;
-		w->s->cap_slot = kv->cap_slot;
-		w->s->cap_valid = kv->cap_valid;
-		w->s->cap_item = kv->cap_item;
-		w->s->cap_dict = kv->cap_dict;
 	}
 	return 0;
 }

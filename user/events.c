@@ -25,7 +25,8 @@ _Static_assert(sizeof(struct ct_proc_event) == 48, "ct_proc_event layout");
 _Static_assert(sizeof(struct ct_frame) == 40, "ct_frame layout");
 _Static_assert(sizeof(struct ct_capture_event) == 32 + CT_CAP_REGIONS * (8 + CT_CAP_BYTES),
 	       "ct_capture_event layout");
-_Static_assert(sizeof(struct ct_pycode_val) == 64, "ct_pycode_val layout");
+_Static_assert(sizeof(struct ct_pycode_val) == 48, "ct_pycode_val layout");
+_Static_assert(sizeof(struct ct_spec_bpf) == 32, "ct_spec_bpf layout");
 
 int ct_events_handle(void *ctx, void *data, size_t len)
 {

@@ -15,6 +15,7 @@
 #include "pystate.h"
 #include "commtrace/pyoffsets.h"
 #include "elf/elfsym.h"
+#include "python/objects.h"
 #include "python/params.h"
 #include "python/profiles.h"
 #include "python/symbolize.h"
@@ -84,6 +85,7 @@ int ct_pys_update_pyproc(struct ct_session *s, struct ct_proc *p, const struct c
 	fill_code_span(&p->py.offsets, &v);
 	v.ascii_state = 1u << CT_PY_STATE_COMPACT_BIT | 1u << CT_PY_STATE_ASCII_BIT;
 	v.code_free = p->code_free;
+	v.spec = p->spec_layout;
 	return bpf_map_update_elem(bpf_map__fd(s->skel->maps.pyprocs), &key, &v, BPF_ANY) ? -errno
 											  : 0;
 }
@@ -187,18 +189,12 @@ void ct_pys_tell_known(struct ct_session *s, struct ct_proc *p, uint64_t code,
 	}
 	/* and so does a redistribution's, whose specs may be temporaries, unless BPF can copy
 	 * them at the call (CT_PYC_CAPTURE) */
-	if (r && r->role == CT_ROLE_RESHARD && p->spec_layout.type) {
+	if (r && r->role == CT_ROLE_RESHARD && p->spec_layout.type)
 		v.flags |= CT_PYC_CAPTURE;
-		v.cap_type = p->spec_layout.type;
-		v.cap_slot = p->spec_layout.slot;
-		v.cap_valid = p->spec_layout.valid;
-		v.cap_item = p->spec_layout.item;
-		v.cap_dict = p->spec_layout.dict;
-	} else if (r && r->role != CT_ROLE_MODULE &&
-		   (r->name_from == CT_NAME_ARG1 || r->name_from == CT_NAME_SELF ||
-		    r->role == CT_ROLE_RESHARD)) {
+	else if (r && r->role != CT_ROLE_MODULE &&
+		 (r->name_from == CT_NAME_ARG1 || r->name_from == CT_NAME_SELF ||
+		  r->role == CT_ROLE_RESHARD))
 		v.flags |= CT_PYC_LIVE;
-	}
 	/* but an op called from Python lives as long as the process (its packet keeps it) */
 	if (r && r->role == CT_ROLE_OPCALL)
 		v.flags = (v.flags & ~CT_PYC_LIVE) | CT_PYC_OPCALL;
@@ -259,4 +255,26 @@ int ct_pys_attach_ops(struct ct_session *s, struct ct_proc *p)
 		p->ops = NULL;
 	}
 	return rc;
+}
+
+void ct_pys_measure_dtensor(struct ct_session *s, struct ct_proc *p, uint64_t obj, uint64_t type)
+{
+	const struct ct_py_objoffsets *oo = ct_py_objoffsets_for(p->py.major, p->py.minor);
+	struct ct_spec_bpf l = p->spec_layout;
+	uint64_t off, spec;
+
+	if (!oo || l.dtensor || p->dtensor_layout_tries >= 3)
+		return;
+	p->dtensor_layout_tries++;
+	/* the slot must lie in what BPF copies of the DTensor (bpf/capture.bpf.h) */
+	if (ct_py_slot_offset(p->pid, oo, &p->py.offsets, obj, "_spec", &off) ||
+	    off + 8 > CT_CAP_BYTES - CT_CAP_BEFORE ||
+	    ct_py_read_fresh(p->pid, obj + off, &spec, sizeof(spec)) ||
+	    (!l.type && ct_spec_layout(p->pid, &p->py.offsets, spec, &l)))
+		return;
+	l.dtensor = type;
+	l.dtensor_spec = (uint16_t)off;
+	p->spec_layout = l;
+	if (ct_pys_update_pyproc(s, p, p->torch_layout))
+		p->spec_layout.dtensor = 0; /* BPF was not told */
 }

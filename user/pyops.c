@@ -30,15 +30,27 @@ static void set_verdict(struct ct_session *s, struct ct_proc *p, uint64_t code,
 		s->py->ops.verdicts++;
 }
 
-static void set_values(struct ct_session *s, struct ct_proc *p, int32_t node, bool outputs,
-		       const struct ct_op_vals *vals)
+/*
+ * The values vals of the op record h onto node: its DTensors read from the copies BPF took
+ * at the call where it did, else live (and the first DTensor read live says where the
+ * process keeps a DTensor's placements, for BPF to copy them from then on).
+ */
+static void set_values(struct ct_session *s, struct ct_proc *p, const struct ct_hdr *h,
+		       int32_t node, const struct ct_op_vals *vals)
 {
+	const struct ct_capture_event *cap = ct_pys_take_capture(s->py, p->pid, h);
 	struct ct_values v;
 
 	if (node < 0 || !vals)
 		return;
+	s->py->ops.captured += cap != NULL;
+	ct_py_captured_begin(p->pid, cap);
 	ct_opvals_describe(s->py->vals, p->pid, &p->py, p->torch_layout, vals, &v);
-	ct_tree_set_values(&p->tree, node, outputs, &v);
+	ct_py_captured_end();
+	for (int i = 0; !cap && !p->spec_layout.dtensor && i < v.n; i++)
+		if (v.v[i].placements && !strcmp(v.v[i].kind, "DTensor"))
+			ct_pys_measure_dtensor(s, p, vals->v[i].obj, vals->v[i].type);
+	ct_tree_set_values(&p->tree, node, h->type == CT_EV_OPEXIT, &v);
 }
 
 static const struct ct_op_vals *vals_of(const struct ct_op_event *ev)
@@ -202,7 +214,7 @@ void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_eve
 		ops->threads[slot].n = --n;
 		if (ev->late)
 			st->ops.late++;
-		set_values(s, p, ops->threads[slot].at[n].node, true, vals_of(ev));
+		set_values(s, p, &ev->hdr, ops->threads[slot].at[n].node, vals_of(ev));
 		ct_tree_exit(&p->tree, ev->hdr.tid, ops->threads[slot].at[n].node, ev->hdr.ts);
 		return;
 	}
@@ -262,7 +274,7 @@ void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_eve
 			p->root_module = c.self;
 		if (type == CT_NODE_OP && node >= 0)
 			ct_tree_set_dispatcher(&p->tree, node, ct_pys_class_label(st, p, c.self));
-		set_values(s, p, node, false, c.vals);
+		set_values(s, p, &ev->hdr, node, c.vals);
 	}
 	if (n >= CT_OPS_MAX_DEPTH) {
 		st->ops.lost++;

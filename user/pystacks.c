@@ -374,13 +374,12 @@ void ct_py_on_capture(struct ct_session *s, struct ct_proc *p, const struct ct_c
 	st->caps[i].ev = *ev;
 }
 
-/* The copies taken at the call ev, taken from the kept ones; NULL when there are none. */
-static const struct ct_capture_event *take_capture(struct ct_pystate *st, pid_t pid,
-						   const struct ct_call_event *ev)
+const struct ct_capture_event *ct_pys_take_capture(struct ct_pystate *st, pid_t pid,
+						   const struct ct_hdr *h)
 {
 	for (int i = 0; i < CT_PY_CAPS; i++) {
-		if (st->caps[i].pid == pid && st->caps[i].ev.hdr.tid == ev->hdr.tid &&
-		    st->caps[i].ev.hdr.ts == ev->hdr.ts) {
+		if (st->caps[i].pid == pid && st->caps[i].ev.hdr.tid == h->tid &&
+		    st->caps[i].ev.hdr.ts == h->ts) {
 			st->caps[i].pid = 0; /* once */
 			return &st->caps[i].ev;
 		}
@@ -414,10 +413,11 @@ static void reshard_placements(struct ct_session *s, struct ct_proc *p,
 		path[i].src = buf[0] ? ct_intern(buf) : NULL;
 		ct_tensor_placements(p->pid, &p->py.offsets, f->arg2, buf, sizeof(buf));
 		path[i].dst = buf[0] ? ct_intern(buf) : NULL;
-		if (!cap && !p->spec_layout.type && p->spec_layout_tries < 3 && path[i].src &&
-		    path[i].dst) {
-			p->spec_layout_tries++;
-			if (!ct_spec_layout(p->pid, &p->py.offsets, f->arg1, &p->spec_layout))
+		if (!cap && path[i].src && path[i].dst) {
+			if (!p->spec_layout.type && p->spec_layout_tries++ < 3 &&
+			    !ct_spec_layout(p->pid, &p->py.offsets, f->arg1, &p->spec_layout))
+				ct_pys_update_pyproc(s, p, p->torch_layout);
+			if (p->spec_layout.type) /* measured now or by --ops: copy from now on */
 				ct_pys_tell_known(s, p, f->code, sf, r);
 		}
 		ct_py_snapshot_end();
@@ -606,7 +606,7 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 	}
 	if (reshard)
 		reshard_placements(s, p, reshard, reshard_f, reshard_r,
-				   take_capture(st, p->pid, ev), path, npath);
+				   ct_pys_take_capture(st, p->pid, &ev->hdr), path, npath);
 	/* Frames that could not be read leave holes: keep the stack dense. */
 	for (int i = 0, j = 0; i < nstack; i++)
 		if (stack[i].qualname)

@@ -38,6 +38,7 @@ struct ct_ops_stats {
 	uint64_t unpaired;     /* exits that matched no entry */
 	uint64_t late;	       /* exits sent late: the kernel omitted their uretprobe */
 	uint64_t lost;	       /* calls not followed: no thread slot, too deep */
+	uint64_t captured;     /* value records whose DTensors BPF copied at the call */
 };
 
 void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_event *ev);

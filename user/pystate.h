@@ -128,6 +128,13 @@ void ct_pys_tell_known(struct ct_session *s, struct ct_proc *p, uint64_t code,
 		       const struct ct_pyframe *f, const struct ct_rule *r);
 /* 3.12+: probe the process's code object deallocator (CT_PYC_HELD); 0, or -errno. */
 int ct_pys_watch_code_frees(struct ct_session *s, struct ct_proc *p);
+/* The copies BPF took at the record h (its thread and time), taken from the kept ones (once);
+ * NULL when there are none. */
+const struct ct_capture_event *ct_pys_take_capture(struct ct_pystate *st, pid_t pid,
+						   const struct ct_hdr *h);
+/* --ops: from a DTensor (obj, of type) read live, where the process's DTensors keep their
+ * spec and specs their placements, told BPF so that it copies them at the call. */
+void ct_pys_measure_dtensor(struct ct_session *s, struct ct_proc *p, uint64_t obj, uint64_t type);
 /* --ops: probe the interpreter's frame evaluation in p; 0, or -errno. */
 int ct_pys_attach_ops(struct ct_session *s, struct ct_proc *p);
 

@@ -112,10 +112,10 @@ struct ct_proc {
 	struct ct_params *params; /* --sharding: read at the first root_module, or NULL */
 	int params_tries;	  /* reads of params so far */
 	struct ct_pyops *ops;	  /* --ops: its calls in flight per thread, or NULL */
-	/* torch 2.x: where its DTensorSpecs keep their placements, for BPF to copy them at a
-	 * redistribution (type 0: not measured yet), and the measures tried so far */
-	struct ct_spec_layout spec_layout;
-	int spec_layout_tries;
+	/* torch 2.x: where its DTensorSpecs keep their placements and its DTensors their spec,
+	 * for BPF to copy them at the call (0: not measured yet), and the measures tried */
+	struct ct_spec_bpf spec_layout;
+	int spec_layout_tries, dtensor_layout_tries;
 	bool code_free; /* its code objects' deallocation is probed (ct_code_free) */
 	/*
 	 * Each thread's calls in flight: the tree node of its outermost one (for its

@@ -82,6 +82,22 @@ struct ct_pyvals_bpf {
 	__u16 inline_max, pad2;
 };
 
+/*
+ * Where a torch 2.x process keeps what a DTensor's placements are read from, for the copies
+ * BPF takes at a call (bpf/capture.bpf.h): a DTensorSpec's type and, from such an object,
+ * the slot of its placements tuple among its inline values, the values' valid byte, the
+ * first value (a placement's one field: Shard.dim, Partial.reduce_op) and, before the
+ * object, its managed dict pointer (NULL while no dict took the values over); a DTensor's
+ * type and the offset of its _spec slot. 0: not known yet. User space measures them on the
+ * first spec and DTensor it reads live (3.13+: inline values).
+ */
+struct ct_spec_bpf {
+	__u64 type;
+	__u16 slot, valid, item, dict;
+	__u64 dtensor;
+	__u16 dtensor_spec, pad[3];
+};
+
 struct ct_pyproc_bpf {
 	__u64 runtime;	 /* address of _PyRuntime in the process */
 	__u64 cell_type; /* address of PyCell_Type, or 0 */
@@ -96,6 +112,7 @@ struct ct_pyproc_bpf {
 	 * trusts them without reading the code object. */
 	__u32 code_free;
 	__u32 pad;
+	struct ct_spec_bpf spec;
 };
 
 /*
@@ -138,12 +155,9 @@ struct ct_pycode_key {
 /*
  * A redistribution's (torch 2.x redistribute_local_tensor: (tensor, source spec, target
  * spec)): its specs are often temporaries, so the walker copies the objects their
- * placements are read from (struct ct_capture_event), and user space reads those copies
- * later instead of the live process: the spec (of type cap_type, its inline values valid:
- * the byte at cap_valid is 1), its placements tuple (the pointer at cap_slot), each
- * placement and the object at its cap_item (Shard.dim, Partial.reduce_op). Offsets from
- * the object; user space measures them on the first spec it reads live (3.13+ inline
- * values), and until then the frame is CT_PYC_LIVE.
+ * placements are read from (struct ct_capture_event, as struct ct_spec_bpf says), and user
+ * space reads those copies later instead of the live process. Until the process's specs
+ * are measured, such a frame is CT_PYC_LIVE.
  */
 #define CT_PYC_CAPTURE (1u << 4)
 /*
@@ -165,10 +179,6 @@ struct ct_pycode_val {
 	__u64 ident, ident2;
 	__s32 firstlineno;
 	__u32 flags; /* CT_PYC_* */
-	/* CT_PYC_CAPTURE: the spec's type; offsets from an object (cap_dict: the managed dict
-	 * pointer's, before it, which must be NULL: no dict took the values over) */
-	__u64 cap_type;
-	__u16 cap_slot, cap_valid, cap_item, cap_dict;
 };
 
 /*

@@ -558,6 +558,7 @@ int ct_export_json(struct ct_session *s, const char *path)
 		cJSON_AddItemToObject(ops, "unpaired_exits", u64(o->unpaired));
 		cJSON_AddItemToObject(ops, "late_exits", u64(o->late));
 		cJSON_AddItemToObject(ops, "lost", u64(o->lost));
+		cJSON_AddItemToObject(ops, "values_captured", u64(o->captured));
 		cJSON_AddStringToObject(ops, "probe",
 					s->uprobe_session ? "session" : "entry+return");
 		cJSON_AddItemToObject(root, "ops", ops);

@@ -160,8 +160,8 @@ static struct slot_memo {
 	char name[SLOT_MEMO_NAME];
 } slot_memo[SLOT_MEMO];
 
-static int slot_attr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
-		     uint64_t obj, const char *name, uint64_t *value)
+int ct_py_slot_offset(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		      uint64_t obj, const char *name, uint64_t *offset)
 {
 	struct slot_memo *e = NULL;
 	struct ct_py_dict_match one, *m = &one;
@@ -193,6 +193,16 @@ static int slot_attr(pid_t pid, const struct ct_py_objoffsets *oo, const struct 
 			memcpy(e->name, name, m->lens[0]);
 		}
 	}
+	*offset = off;
+	return err;
+}
+
+static int slot_attr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		     uint64_t obj, const char *name, uint64_t *value)
+{
+	uint64_t off;
+	int err = ct_py_slot_offset(pid, oo, o, obj, name, &off);
+
 	if (err)
 		return err;
 	err = rd64(pid, obj + off, value);

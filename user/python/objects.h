@@ -45,6 +45,14 @@ int ct_py_getattr(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_
 		  uint64_t obj, const char *name, uint64_t *value);
 
 /*
+ * Where obj's type keeps the __slots__ attribute name (a member descriptor's offset in the
+ * object, cached per type version): 0 and *offset, -ENOENT where it has no such slot, or
+ * -errno.
+ */
+int ct_py_slot_offset(pid_t pid, const struct ct_py_objoffsets *oo, const struct ct_py_offsets *o,
+		      uint64_t obj, const char *name, uint64_t *offset);
+
+/*
  * Several attributes of obj found at once (one read of its dict for all): values[i] is that
  * of names[i], 0 where obj has none. How many were found, or -errno (-EINVAL: more than
  * CT_PY_GETATTRS_MAX names, or a name ct_py_getattr() would refuse).

@@ -404,23 +404,22 @@ void ct_tensor_placements(pid_t pid, const struct ct_py_offsets *o, uint64_t obj
 		placements_str(&w, dist_refs(&w, obj).placements, buf, len);
 }
 
-int ct_spec_layout(pid_t pid, const struct ct_py_offsets *o, uint64_t spec,
-		   struct ct_spec_layout *out)
+int ct_spec_layout(pid_t pid, const struct ct_py_offsets *o, uint64_t spec, struct ct_spec_bpf *out)
 {
 	const struct ct_py_objoffsets *oo = ct_py_objoffsets_for(o->major, o->minor);
 	/* the words of the inline values a copy of CT_CAP_BYTES from CT_CAP_BEFORE holds */
-	uint64_t flags, dict, placements, vals[(CT_CAP_BYTES - CT_CAP_BEFORE) / 8];
+	uint64_t type, flags, dict, placements, vals[(CT_CAP_BYTES - CT_CAP_BEFORE) / 8];
 	size_t nvals, found = 0;
+	uint16_t slot = 0;
 	uint8_t valid;
 	int err;
 
-	memset(out, 0, sizeof(*out));
 	if (!oo || oo->inline_values == CT_PY_NONE || oo->managed_dict >= 0 ||
 	    -oo->managed_dict > CT_CAP_BEFORE ||
 	    oo->inline_values + oo->values_array >= CT_CAP_BYTES - CT_CAP_BEFORE)
 		return -ENOTSUP;
 	nvals = (CT_CAP_BYTES - CT_CAP_BEFORE - oo->inline_values - oo->values_array) / 8;
-	err = ct_py_type_of(pid, oo, o, spec, &out->type, &flags);
+	err = ct_py_type_of(pid, oo, o, spec, &type, &flags);
 	if (!err && !(flags & oo->tpflags_inline_values))
 		return -ENOTSUP;
 	if (!err)
@@ -438,10 +437,12 @@ int ct_spec_layout(pid_t pid, const struct ct_py_offsets *o, uint64_t spec,
 		return err;
 	for (size_t i = 0; i < nvals; i++) {
 		if (vals[i] == placements && found++ == 0)
-			out->slot = (uint16_t)(oo->inline_values + oo->values_array + 8 * i);
+			slot = (uint16_t)(oo->inline_values + oo->values_array + 8 * i);
 	}
 	if (found != 1)
 		return -ENOTSUP; /* not among the values, or not told apart */
+	out->type = type;
+	out->slot = slot;
 	out->valid = oo->inline_values + oo->values_valid;
 	out->item = oo->inline_values + oo->values_array;
 	out->dict = (uint16_t)-oo->managed_dict;

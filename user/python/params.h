@@ -92,19 +92,15 @@ void ct_tensor_placements(pid_t pid, const struct ct_py_offsets *o, uint64_t obj
 
 /*
  * Where a torch 2.x DTensorSpec at spec keeps its placements, so that BPF can copy a spec
- * and its placements at a call (struct ct_pycode_val's cap_* fields, CT_PYC_CAPTURE): its
- * type, and from the object, the placements pointer's slot in its inline values, the
- * values' valid byte, the first value (a placement's field) and, before the object, its
- * managed dict pointer. 0, or -ENOTSUP where the interpreter has no inline values (before
- * 3.13) or the spec keeps its placements elsewhere (a dict, a slot), or -errno.
+ * and its placements at a call (struct ct_spec_bpf's spec fields; its DTensor fields are
+ * left as they are): its type, and from the object, the placements pointer's slot in its
+ * inline values, the values' valid byte, the first value (a placement's field) and, before
+ * the object, its managed dict pointer. 0, or -ENOTSUP where the interpreter has no inline
+ * values (before 3.13) or the spec keeps its placements elsewhere (a dict, a slot), or
+ * -errno (*out then unchanged).
  */
-struct ct_spec_layout {
-	uint64_t type;
-	uint16_t slot, valid, item, dict;
-};
-
 int ct_spec_layout(pid_t pid, const struct ct_py_offsets *o, uint64_t spec,
-		   struct ct_spec_layout *out);
+		   struct ct_spec_bpf *out);
 
 /* The mesh described last, and the objects it was made from. */
 struct ct_mesh_memo {
