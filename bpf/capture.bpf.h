@@ -86,14 +86,15 @@ static __always_inline bool cap_spec(const struct ct_pyproc_bpf *pp, struct ct_c
 	return true;
 }
 
+/* A record to copy into, where BPF knows the layouts (vals: a DTensor's too); else NULL. */
 static __always_inline struct ct_capture_event *cap_begin(const struct ct_pyproc_bpf **pp,
-							  __u64 pid_tgid)
+							  __u64 pid_tgid, bool vals)
 {
 	__u32 tgid = pid_tgid >> 32;
 	struct ct_capture_event *ev;
 
 	*pp = bpf_map_lookup_elem(&pyprocs, &tgid);
-	if (!*pp || !(*pp)->spec.type)
+	if (!*pp || !(*pp)->spec.type || (vals && !(*pp)->spec.dtensor))
 		return NULL;
 	ev = bpf_ringbuf_reserve(&events, sizeof(struct ct_capture_event), 0);
 	if (ev)
@@ -123,7 +124,7 @@ static __noinline bool capture(__u64 pid_tgid, __u64 ts)
 		return true;
 	if (!ws->cap_spec[1])
 		return false;
-	ev = cap_begin(&pp, pid_tgid);
+	ev = cap_begin(&pp, pid_tgid, false);
 	if (!ev)
 		return false;
 	if (!cap_spec(pp, ev, ws->cap_spec[0]) || !cap_spec(pp, ev, ws->cap_spec[1])) {
@@ -143,7 +144,7 @@ static __noinline bool capture(__u64 pid_tgid, __u64 ts)
 __noinline int capture_vals(__u64 pid_tgid, __u64 ts, __u64 obj, __u64 tuple)
 {
 	const struct ct_pyproc_bpf *pp;
-	struct ct_capture_event *ev = cap_begin(&pp, pid_tgid);
+	struct ct_capture_event *ev = cap_begin(&pp, pid_tgid, true);
 	__u64 items = 1, v;
 	__u32 mark;
 	int i;
@@ -157,7 +158,7 @@ __noinline int capture_vals(__u64 pid_tgid, __u64 ts, __u64 obj, __u64 tuple)
 			break;
 		v = tuple ? rd64(obj + pp->vals.tuple_items + 8 * k) : obj;
 		mark = ev->n;
-		i = pp->spec.dtensor ? cap_region(ev, v) : -1;
+		i = cap_region(ev, v);
 		if (i < 0 || cap_word(ev, i, pp->off.object_type) != pp->spec.dtensor ||
 		    !cap_spec(pp, ev, cap_word(ev, i, pp->spec.dtensor_spec)))
 			ev->n = mark; /* not a DTensor, or not whole: its regions are reused */
