@@ -274,7 +274,7 @@ int ct_entry(struct pt_regs *ctx)
 		__builtin_memset(ev->val, 0, sizeof(ev->val));
 	/* The stack of the outermost traced call says who asked; nested ones share it. */
 	if (depth == 0) {
-		walk_python(pid_tgid >> 32, (__u32)pid_tgid, &ev->py);
+		walk_python(pid_tgid >> 32, (__u32)pid_tgid, sp, &ev->py);
 		/* what naming it reads is copied now, or the reader must come at once */
 		if ((ev->py.flags & CT_PYS_KNOWN) && !capture(pid_tgid, ts))
 			ev->py.flags &= ~CT_PYS_KNOWN;
@@ -477,5 +477,8 @@ int ct_code_free(struct pt_regs *ctx)
 
 	bpf_map_delete_elem(&pycodes, &k);
 	bpf_map_delete_elem(&op_codes, &ok);
+	/* After the delete: a walk copying the entry before it made its copy at the old count.
+	 * Every deallocation: a held entry the LRU evicted has no delete to tell of it. */
+	__sync_fetch_and_add(&ct_code_gen, 1);
 	return 0;
 }

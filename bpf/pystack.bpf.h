@@ -33,6 +33,36 @@ struct {
 	__type(value, struct ct_pycode_val);
 } pycodes SEC(".maps");
 
+/*
+ * Bumped after each code object's deallocation (ct_code_free) and each change user space
+ * makes to pycodes: a copy of a held entry (codecache) made at an older count is not used.
+ */
+volatile __u64 ct_code_gen = 0;
+
+/*
+ * Copies of held pycodes entries, per CPU, by code object address: where most frames of a
+ * stack are the same functions call after call, one look here instead of a hash lookup in
+ * a table of 64k entries, whose buckets are cold between collectives.
+ */
+#define CT_CODE_CACHE 256
+
+struct code_cache_slot {
+	__u64 code, gen;
+	__u32 tgid, pad;
+	struct ct_pycode_val v;
+};
+
+struct code_cache {
+	struct code_cache_slot e[CT_CODE_CACHE];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct code_cache);
+} codecache SEC(".maps");
+
 /* tid → PyThreadState, validated before use. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -190,8 +220,9 @@ struct {
  * Two windows: the frames a C call enters are on the C stack (3.12+'s shim frames), between
  * stretches of the data stack.
  */
-#define CT_WIN_BYTES 2048
-#define CT_PAGE	     4096
+#define CT_WIN_BYTES   2048
+#define CT_PAGE	       4096
+#define CT_CSTACK_SPAN (8u << 20) /* above sp: the C stack (its default limit) */
 
 struct frame_win {
 	__u64 lo[2], hi[2];		/* what each window holds: [lo, hi); hi 0: nothing */
@@ -212,7 +243,9 @@ struct walk {
 	struct ct_pystack *st;
 	struct walk_state *s;
 	struct frame_win *win;
-	__u64 cell_type;
+	struct code_cache *cc;
+	__u64 cell_type, sp; /* sp: the C stack pointer at the probe */
+	__u64 gen;	     /* ct_code_gen when the walk began */
 	__u32 tgid;
 };
 
@@ -227,7 +260,13 @@ static __always_inline __u64 head_u64(const __u8 *head, __u64 frame, __u16 off)
 	return rd64(frame + off);
 }
 
-/* The frame's head into head: from a window that holds it, else from one read now. */
+/*
+ * The frame's head into head: from a window that holds it, else from one read now. A frame
+ * on the C stack (3.12+'s shim, between sp and 8 MiB above it) is read with the memory above
+ * it (the frames further out are there), one on the data stack with the memory below it.
+ * The window just used is kept, the other refilled: the shims between stretches of the data
+ * stack do not evict the data stack's window.
+ */
 static __always_inline bool read_head(struct walk *w, __u64 frame, __u8 *head)
 {
 	struct frame_win *win = w->win;
@@ -237,19 +276,26 @@ static __always_inline bool read_head(struct walk *w, __u64 frame, __u8 *head)
 	if (frame >= win->lo[0] && frame + CT_FRAME_HEAD <= win->hi[0]) {
 		off = frame - win->lo[0];
 		__builtin_memcpy(head, win->data[0] + (off & (CT_WIN_BYTES - 1)), CT_FRAME_HEAD);
+		win->next = 1;
 		return true;
 	}
 	if (frame >= win->lo[1] && frame + CT_FRAME_HEAD <= win->hi[1]) {
 		off = frame - win->lo[1];
 		__builtin_memcpy(head, win->data[1] + (off & (CT_WIN_BYTES - 1)), CT_FRAME_HEAD);
+		win->next = 0;
 		return true;
 	}
 	k = win->next & 1;
 	win->next = k ^ 1;
-	lo = frame + CT_FRAME_HEAD - CT_WIN_BYTES;
-	if (lo > frame || lo < (frame & ~(__u64)(CT_PAGE - 1)))
-		lo = frame & ~(__u64)(CT_PAGE - 1);
-	len = frame + CT_FRAME_HEAD - lo; /* at most CT_WIN_BYTES, as lo was chosen */
+	if (frame >= w->sp && frame - w->sp < CT_CSTACK_SPAN) {
+		lo = frame;
+		len = CT_WIN_BYTES;
+	} else {
+		lo = frame + CT_FRAME_HEAD - CT_WIN_BYTES;
+		if (lo > frame || lo < (frame & ~(__u64)(CT_PAGE - 1)))
+			lo = frame & ~(__u64)(CT_PAGE - 1);
+		len = frame + CT_FRAME_HEAD - lo; /* at most CT_WIN_BYTES, as lo was chosen */
+	}
 	/* Hide the bound from clang, or it drops the mask the verifier needs. */
 	asm volatile("" : "+r"(len));
 	len &= 2 * CT_WIN_BYTES - 1;
@@ -296,8 +342,23 @@ static __always_inline __u64 span_u64(const __u8 *buf, __u16 lo, __u16 off)
 static __always_inline const struct ct_pycode_val *known_code(struct walk *w, __u64 code)
 {
 	struct ct_pycode_key k = {.tgid = w->tgid, .code = code};
+	struct code_cache_slot *c = &w->cc->e[((code >> 4) ^ (code >> 12)) & (CT_CODE_CACHE - 1)];
+	const struct ct_pycode_val *v;
 
-	return w->s->unknown ? NULL : bpf_map_lookup_elem(&pycodes, &k);
+	if (w->s->unknown)
+		return NULL;
+	if (c->code == code && c->tgid == w->tgid && c->gen == w->gen)
+		return &c->v;
+	v = bpf_map_lookup_elem(&pycodes, &k);
+	/* A held entry lives as long as its code object, which the frame holds; the count
+	 * read before this lookup was bumped if it died since. */
+	if (v && (v->flags & CT_PYC_HELD) && w->pp->code_free) {
+		c->code = code;
+		c->tgid = w->tgid;
+		c->gen = w->gen;
+		c->v = *v;
+	}
+	return v;
 }
 
 /* A code object's bytes from code_lo into buf (CT_HEAD_MASK + 1 + 8 bytes). */
@@ -457,7 +518,7 @@ static long walk_cb(__u64 i, void *data)
 }
 
 /* Fills st (nframes 0 and a flag when there is no Python on this thread). */
-static __always_inline void walk_python(__u32 tgid, __u32 tid, struct ct_pystack *st)
+static __always_inline void walk_python(__u32 tgid, __u32 tid, __u64 sp, struct ct_pystack *st)
 {
 	struct ct_pyproc_bpf *pp = bpf_map_lookup_elem(&pyprocs, &tgid);
 	struct task_struct *task;
@@ -470,7 +531,8 @@ static __always_inline void walk_python(__u32 tgid, __u32 tid, struct ct_pystack
 	st->flags = 0;
 	w.s = bpf_map_lookup_elem(&walkbuf, &zero);
 	w.win = bpf_map_lookup_elem(&framewin, &zero);
-	if (!pp || !w.s || !w.win)
+	w.cc = bpf_map_lookup_elem(&codecache, &zero);
+	if (!pp || !w.s || !w.win || !w.cc)
 		return;
 	st->flags |= CT_PYS_PYTHON;
 	task = bpf_get_current_task_btf();
@@ -503,6 +565,8 @@ static __always_inline void walk_python(__u32 tgid, __u32 tid, struct ct_pystack
 	w.s->frame = frame;
 	w.win->hi[0] = w.win->hi[1] = 0; /* what they held was another moment's */
 	w.tgid = tgid;
+	w.sp = sp;
+	w.gen = ct_code_gen;
 	bpf_loop(CT_PY_MAX_FRAMES + 1, walk_cb, &w, 0);
 	if (w.s->frame)
 		st->flags |= CT_PYS_TRUNCATED;

@@ -163,6 +163,12 @@ int ct_pys_watch_code_frees(struct ct_session *s, struct ct_proc *p)
 	return ct_pys_update_pyproc(s, p, p->torch_layout);
 }
 
+void ct_pys_codes_changed(struct ct_session *s)
+{
+	/* after the change: BPF's copies of held entries made before it are not used */
+	__atomic_fetch_add(&s->skel->bss->ct_code_gen, 1, __ATOMIC_SEQ_CST);
+}
+
 /*
  * A code object resolved from the process for the first time: BPF may trust it from now
  * on, with what it was validated by. Naming a helper reads its tensor, which BPF does
@@ -175,9 +181,11 @@ void ct_pys_tell_known(struct ct_session *s, struct ct_proc *p, uint64_t code,
 	struct ct_pycode_key k = {.tgid = (__u32)p->pid, .code = code};
 	struct ct_pycode_val v = f->known;
 	const struct ct_torch_layout *tl;
+	int fd;
 
 	if (!s->skel)
 		return;
+	fd = bpf_map__fd(s->skel->maps.pycodes);
 	if (r)
 		v.flags |= CT_PYC_SELF;
 	if (r && r->role == CT_ROLE_HELPER)
@@ -198,9 +206,13 @@ void ct_pys_tell_known(struct ct_session *s, struct ct_proc *p, uint64_t code,
 	/* but an op called from Python lives as long as the process (its packet keeps it) */
 	if (r && r->role == CT_ROLE_OPCALL)
 		v.flags = (v.flags & ~CT_PYC_LIVE) | CT_PYC_OPCALL;
-	if (bpf_map_update_elem(bpf_map__fd(s->skel->maps.pycodes), &k, &v, BPF_ANY)) {
-		s->py->counts.known_failed++;
-		return;
+	if (bpf_map_update_elem(fd, &k, &v, BPF_NOEXIST)) {
+		/* an entry replaced: BPF may hold a copy of it */
+		if (errno != EEXIST || bpf_map_update_elem(fd, &k, &v, BPF_ANY)) {
+			s->py->counts.known_failed++;
+			return;
+		}
+		ct_pys_codes_changed(s);
 	}
 	/*
 	 * Held: the code object resolved is still there now, alive (not freed memory that
@@ -214,11 +226,12 @@ void ct_pys_tell_known(struct ct_session *s, struct ct_proc *p, uint64_t code,
 	switch (ct_py_code_is(p->pid, &p->py.offsets, p->py.code_type_addr, code, &f->known)) {
 	case 1:
 		v.flags |= CT_PYC_HELD;
-		if (!bpf_map_update_elem(bpf_map__fd(s->skel->maps.pycodes), &k, &v, BPF_EXIST))
+		if (!bpf_map_update_elem(fd, &k, &v, BPF_EXIST))
 			s->py->counts.held++;
 		break;
 	case 0:
-		bpf_map_delete_elem(bpf_map__fd(s->skel->maps.pycodes), &k);
+		bpf_map_delete_elem(fd, &k);
+		ct_pys_codes_changed(s);
 		break;
 	}
 }

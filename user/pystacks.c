@@ -35,8 +35,10 @@ static void forget_code(void *ctx, pid_t pid, uint64_t code)
 	struct ct_session *s = ctx;
 	struct ct_pycode_key k = {.tgid = (__u32)pid, .code = code};
 
-	if (s->skel)
+	if (s->skel) {
 		bpf_map_delete_elem(bpf_map__fd(s->skel->maps.pycodes), &k);
+		ct_pys_codes_changed(s);
+	}
 }
 
 int ct_py_init(struct ct_session *s, char *err, size_t errlen)

@@ -121,6 +121,8 @@ const char *ct_pys_class_label(struct ct_pystate *st, struct ct_proc *p, uint64_
 int ct_pys_update_pyproc(struct ct_session *s, struct ct_proc *p, const struct ct_torch_layout *tl);
 /* Tell BPF torch's tensor layout once torch is known in the process. */
 void ct_pys_torch_layout_to_bpf(struct ct_session *s, struct ct_proc *p);
+/* pycodes changed (an entry deleted or replaced): BPF drops its copies of held entries. */
+void ct_pys_codes_changed(struct ct_session *s);
 /* torch's tensor layout in p for reads from user space, looked up until torch is loaded. */
 const struct ct_torch_layout *ct_pys_tensor_layout(struct ct_proc *p);
 /* Tell BPF a code object resolved for the first time (symbolized as f, matching r). */
