@@ -148,7 +148,12 @@ def bench_torch2():
     steps, warmup = 20, 2
     cmd = ["chroot", TORCH2_ROOT, "python3", f"{inner}/tp_models.py", "--model", "transformer",
            "--warmup", warmup, "--steps", steps]
-    env = dict(os.environ, USE_LIBUV="0")
+    # One OpenMP thread a rank, as torchrun sets it for several processes on a node: 2 ranks
+    # of 2 threads each on 2 vCPUs spin-wait for each other, and that spinning (3.5 times
+    # the step's CPU here) multiplies whatever slows the main thread, in-process or not.
+    omp = os.environ.get("BENCH_OMP_THREADS", "1")
+    env = dict(os.environ, USE_LIBUV="0", OMP_NUM_THREADS=omp)
+    print(f"\nPyTorch 2.6 job: OMP_NUM_THREADS={omp} in each rank (BENCH_OMP_THREADS)")
     configs = {"untraced": (None, ()), "CommDebugMode (in-process)": (None, ("--debug-mode",)),
                "commtrace (stacks)": ([TRACER], ()),
                "commtrace --ops": ([TRACER, "--ops"], ()),
@@ -176,6 +181,7 @@ def bench_torch2():
                              [r["cpu"] for r in rs], cdm, base)
         acc = bs.bootstrap(lambda a, c, b: bs.mean(a) / bs.diff_of_means(c, b),
                            [r["added"] for r in rs], cdm, base)
+        # accounted: ours as the kernel counts it, over CommDebugMode's as measured
         print(f"  {name} adds {bs.fmt(share, digits=2)} of what CommDebugMode adds, "
               f"accounted {bs.fmt(acc, digits=2)} (goal <= 0.33: measured "
               f"{bs.within(share, 0.33)}, accounted {bs.within(acc, 0.33)})")

@@ -163,6 +163,11 @@ int ct_pys_watch_code_frees(struct ct_session *s, struct ct_proc *p)
 	return ct_pys_update_pyproc(s, p, p->torch_layout);
 }
 
+uint64_t ct_pys_code_deaths(const struct ct_session *s)
+{
+	return s->skel ? __atomic_load_n(&s->skel->bss->ct_code_gen, __ATOMIC_SEQ_CST) : 0;
+}
+
 void ct_pys_codes_changed(struct ct_session *s)
 {
 	/* after the change: BPF's copies of held entries made before it are not used */

@@ -91,11 +91,18 @@ struct op_call {
 	bool autograd;		    /* an autograd Function's backward, self its ctx */
 };
 
-/* The rule of a code object (NULL: none), symbolized into f; 0 or -errno. */
-static int rule_of(struct ct_pystate *st, struct ct_proc *p, uint64_t code, struct ct_pyframe *f,
+/*
+ * The rule of a code object (NULL: none), symbolized into f; 0 or -errno. Where BPF sees
+ * the process's code objects die, a code object read before is not read again until one
+ * has died.
+ */
+static int rule_of(struct ct_session *s, struct ct_proc *p, uint64_t code, struct ct_pyframe *f,
 		   const struct ct_rule **r)
 {
-	int rc = ct_py_symbolize(st->sym, p->pid, &p->py.offsets, code, 0, f);
+	struct ct_pystate *st = s->py;
+	int rc = p->code_free ? ct_py_symbolize_since(st->sym, p->pid, &p->py.offsets, code, 0,
+						      ct_pys_code_deaths(s), f)
+			      : ct_py_symbolize(st->sym, p->pid, &p->py.offsets, code, 0, f);
 
 	*r = rc ? NULL : ct_pys_role_of(st, p->pid, code, f);
 	return rc;
@@ -120,7 +127,7 @@ static int judge_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_
 	if (ev->wrapped == CT_OP_WRAPPED)
 		rc = wrapped_code(st, p, ev->code, &c->code);
 	if (!rc)
-		rc = rule_of(st, p, c->code, &c->f, &r);
+		rc = rule_of(s, p, c->code, &c->f, &r);
 	if (!rc && r && r->role == CT_ROLE_WRAPPER && ev->wrapped == CT_OP_MAYBE_WRAPPER && v) {
 		/* Its first call, sent before BPF knew: the args tuple's items came with it. */
 		set_verdict(s, p, ev->code, r);
@@ -132,7 +139,7 @@ static int judge_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_
 		r = NULL;
 		rc = wrapped_code(st, p, ev->func, &c->code);
 		if (!rc)
-			rc = rule_of(st, p, c->code, &c->f, &r);
+			rc = rule_of(s, p, c->code, &c->f, &r);
 	} else if (ev->wrapped == CT_OP_MAYBE_WRAPPER) {
 		v = NULL; /* not a wrapper: the items were of its first argument */
 	}

@@ -123,6 +123,9 @@ int ct_pys_update_pyproc(struct ct_session *s, struct ct_proc *p, const struct c
 void ct_pys_torch_layout_to_bpf(struct ct_session *s, struct ct_proc *p);
 /* pycodes changed (an entry deleted or replaced): BPF drops its copies of held entries. */
 void ct_pys_codes_changed(struct ct_session *s);
+/* A count that grows at least at every death of a code object of a process whose code
+ * objects BPF sees die (ct_proc.code_free), and at every change of pycodes. */
+uint64_t ct_pys_code_deaths(const struct ct_session *s);
 /* torch's tensor layout in p for reads from user space, looked up until torch is loaded. */
 const struct ct_torch_layout *ct_pys_tensor_layout(struct ct_proc *p);
 /* Tell BPF a code object resolved for the first time (symbolized as f, matching r). */

@@ -47,6 +47,7 @@ struct entry {
 	uint32_t version;	/* co_version (3.12+), else 0 */
 	uint64_t ident, ident2; /* for BPF (struct ct_pycode_val) */
 	bool ident_ok;		/* something tells a reuse apart: a version, a name or file ident */
+	uint64_t deaths;	/* ct_py_symbolize_since: 1 + its deaths count when last read */
 	int32_t firstlineno;
 	uint32_t lt_len;
 	uint8_t *lt;
@@ -802,6 +803,27 @@ int ct_py_symbolize(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offs
 		    uint64_t code, uint64_t instr, struct ct_pyframe *out)
 {
 	return symbolize_one(c, pid, o, code, instr, 0, out);
+}
+
+int ct_py_symbolize_since(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
+			  uint64_t code, uint64_t instr, uint64_t deaths, struct ct_pyframe *out)
+{
+	int32_t idx = code && pid ? lookup(c, pid, code) : -1;
+	int err;
+
+	if (idx >= 0 && c->e[idx].deaths == deaths + 1) {
+		/* no code object has died since this one was last read: it is that one */
+		memset(out, 0, sizeof(*out));
+		out->line = -1;
+		c->st.hits++;
+		fill_out(c, pid, o, idx, instr, out);
+		return 0;
+	}
+	err = symbolize_one(c, pid, o, code, instr, 0, out);
+	idx = err ? -1 : lookup(c, pid, code);
+	if (idx >= 0)
+		c->e[idx].deaths = deaths + 1;
+	return err;
 }
 
 void ct_py_symbolize_many(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,

@@ -65,6 +65,14 @@ int ct_py_symbolize(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offs
 		    uint64_t code, uint64_t instr, struct ct_pyframe *out);
 
 /*
+ * ct_py_symbolize() where deaths counts every code object that died in pid so far (its
+ * deallocations probed): an entry read from the process at this same count is used
+ * without reading it again.
+ */
+int ct_py_symbolize_since(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
+			  uint64_t code, uint64_t instr, uint64_t deaths, struct ct_pyframe *out);
+
+/*
  * ct_py_symbolize() for the n frames of one stack (raw, as BPF sent them), the heads of
  * their code objects read with one process_vm_readv: out[i] and rc[i] per frame. checked:
  * BPF compared every code object with its ct_pyframe.known at capture (CT_PYS_KNOWN), so
