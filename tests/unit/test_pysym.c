@@ -231,11 +231,12 @@ static void check_interpreter(const char *label, const char *python, int minor,
 {
 	char script[512], sym[128];
 	struct ct_pysym_stats st;
-	struct ct_pysym_cache *c;
+	struct ct_pysym_cache *c, *since = NULL;
 	struct ct_pyframe fr;
 	struct ct_pyproc *p;
 	struct pyfacts f;
 	const char *base;
+	pid_t pid;
 	int err, n;
 
 	if (access(python, X_OK)) {
@@ -424,10 +425,34 @@ static void check_interpreter(const char *label, const char *python, int minor,
 			ct_pysym_cache_free(small);
 		}
 	}
+	/*
+	 * ct_py_symbolize_since: while the deaths count is the one of its last read, a code
+	 * object is named from the cache without reading the process (here: gone by then).
+	 */
+	since = ct_pysym_cache_new(16);
+	if (ASSERT_NOT_NULL(since, "since cache") &&
+	    ASSERT_OK(ct_py_symbolize_since(since, f.pid, &p->offsets, f.code[0], 0, 7, &fr),
+		      "since: first read"))
+		ASSERT_STREQ(fr.qualname, minor == 10 ? pysym_names310[0] : pysym_qualnames[0],
+			     "since: qualname");
 out:
 	ct_pysym_cache_free(c);
-	free(p);
+	pid = f.pid;
 	py_stop(&f);
+	if (since && pid > 0) {
+		memset(&fr, 0, sizeof(fr));
+		if (ASSERT_OK(ct_py_symbolize_since(since, pid, &p->offsets, f.code[0], 0, 7, &fr),
+			      "since: same count, the process gone"))
+			ASSERT_STREQ(fr.qualname,
+				     minor == 10 ? pysym_names310[0] : pysym_qualnames[0],
+				     "since: named from the cache");
+		ASSERT_NEQ(ct_py_symbolize_since(since, pid, &p->offsets, f.code[0], 0, 8, &fr), 0,
+			   "since: a code object died since: read again, and the process is gone");
+		ASSERT_NEQ(ct_py_symbolize(since, pid, &p->offsets, f.code[0], 0, &fr), 0,
+			   "ct_py_symbolize reads every time");
+	}
+	ct_pysym_cache_free(since);
+	free(p);
 }
 
 static const char *pyenv_python(char *buf, size_t len, const char *ver, const char *exe)
