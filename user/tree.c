@@ -125,14 +125,14 @@ static bool has_child(const struct ct_tree *t, const struct ct_node *o,
  * invocation: a second forward reaches the same call sites again.
  */
 static int continued(const struct ct_tree *t, const struct ct_tree_path *op,
-		     const struct ct_tree_call *c, int npath)
+		     const struct ct_tree_frame *path, int npath)
 {
 	bool went_on = false;
 	int keep = 0;
 
 	for (int i = 0; i < npath && i < op->nopen; i++) {
 		const struct ct_node *o = &t->nodes[op->open[i]];
-		const struct ct_tree_frame *f = &c->path[i];
+		const struct ct_tree_frame *f = &path[i];
 
 		if (!same_frame(o, f) || f->instr < o->last_instr)
 			break;
@@ -140,8 +140,8 @@ static int continued(const struct ct_tree *t, const struct ct_tree_path *op,
 			went_on = true;
 		} else if (i + 1 < npath &&
 			   !(i + 1 < op->nopen &&
-			     same_frame(&t->nodes[op->open[i + 1]], &c->path[i + 1]))) {
-			if (has_child(t, o, &c->path[i + 1]))
+			     same_frame(&t->nodes[op->open[i + 1]], &path[i + 1]))) {
+			if (has_child(t, o, &path[i + 1]) && !path[i + 1].again)
 				break;	/* it calls again what it called before: a new invocation */
 			went_on = true; /* a new callee at the same call site: a loop */
 		} else if (i + 1 >= npath) {
@@ -188,6 +188,11 @@ static int32_t stack_nodes_below(struct ct_tree *t, int32_t parent, const struct
 			from = j + 1;
 			break;
 		}
+	/* an op --ops saw dispatched (torch 2.x): its __torch_dispatch__ frame is the op's */
+	for (int j = npath - 1;
+	     parent >= 0 && !from && t->nodes[parent].type == CT_NODE_OP && j >= 0; j--)
+		if (c->path[j].type == CT_NODE_OP)
+			from = j + 1;
 	if (parent >= 0 && !from)
 		return parent; /* the open node is not on its stack: nothing to line up */
 	for (int i = from; i < npath; i++) {
@@ -233,6 +238,7 @@ static int32_t open_beside(struct ct_tree *t, struct ct_tree_thread *th,
 		keep++;
 	side->nopen = keep;
 	side->phase = CT_PHASE_BACKWARD;
+	th->path.phase = CT_PHASE_BACKWARD; /* the next forward a tree of its own */
 	parent = keep ? side->open[keep - 1] : -1;
 	for (int i = keep; i < npath; i++) {
 		node = frame_node(t, parent, &path[i], CT_PHASE_BACKWARD);
@@ -246,12 +252,46 @@ static int32_t open_beside(struct ct_tree *t, struct ct_tree_thread *th,
 	return parent;
 }
 
+/*
+ * The thread's open path continued by path (outermost first) as far as it goes on, and new
+ * nodes for the rest. The innermost node, -1 for an empty path, or -2 when a node could not
+ * be made.
+ */
+static int32_t open_path(struct ct_tree *t, struct ct_tree_path *op,
+			 const struct ct_tree_frame *path, int npath, uint8_t phase)
+{
+	int32_t parent, node;
+	int keep;
+
+	if (npath > CT_TREE_MAX_DEPTH - 1)
+		npath = CT_TREE_MAX_DEPTH - 1;
+	/* A backward pass after a forward (or the next forward after it) starts a tree of its
+	 * own: the modules of the one are not open in the other. */
+	if (op->phase != phase)
+		op->nopen = 0;
+	op->phase = phase;
+	keep = continued(t, op, path, npath);
+	op->nopen = keep;
+	for (int i = 0; i < keep; i++)
+		t->nodes[op->open[i]].last_instr = path[i].instr;
+	parent = keep ? op->open[keep - 1] : -1;
+	for (int i = keep; i < npath; i++) {
+		node = frame_node(t, parent, &path[i], phase);
+		if (node < 0) {
+			t->dropped++;
+			return -2;
+		}
+		op->open[op->nopen++] = node;
+		parent = node;
+	}
+	return parent;
+}
+
 int32_t ct_tree_add_call(struct ct_tree *t, const struct ct_tree_call *c)
 {
 	struct ct_tree_thread *th = thread_of(t, c->tid);
 	struct ct_tree_path *op = &th->path;
 	int32_t parent = -1, node;
-	int i, keep = 0, npath = c->npath;
 	struct ct_node *n;
 
 	count(t, c->helper ? c->helper : c->function);
@@ -268,29 +308,9 @@ int32_t ct_tree_add_call(struct ct_tree *t, const struct ct_tree_call *c)
 			return -1;
 		goto collective;
 	}
-	if (npath > CT_TREE_MAX_DEPTH - 1)
-		npath = CT_TREE_MAX_DEPTH - 1;
-	/* A backward pass after a forward (or the next forward after it) starts a tree of its
-	 * own: the modules of the one are not open in the other. */
-	if (op->phase != c->phase)
-		op->nopen = 0;
-	op->phase = c->phase;
-	keep = continued(t, op, c, npath);
-	op->nopen = keep;
-	for (i = 0; i < keep; i++)
-		t->nodes[op->open[i]].last_instr = c->path[i].instr;
-	parent = keep ? op->open[keep - 1] : -1;
-	for (i = keep; i < npath; i++) {
-		const struct ct_tree_frame *f = &c->path[i];
-
-		node = frame_node(t, parent, f, c->phase);
-		if (node < 0) {
-			t->dropped++;
-			return -1;
-		}
-		op->open[op->nopen++] = node;
-		parent = node;
-	}
+	parent = open_path(t, op, c->path, c->npath, c->phase);
+	if (parent == -2)
+		return -1;
 collective:
 	node = new_node(t, parent, CT_NODE_COLLECTIVE, c->helper ? c->helper : c->function);
 	if (node < 0) {
@@ -365,6 +385,34 @@ int32_t ct_tree_enter_beside(struct ct_tree *t, uint32_t tid, const struct ct_tr
 	if (node >= 0)
 		t->nodes[node].phase = CT_PHASE_BACKWARD;
 	return node;
+}
+
+int32_t ct_tree_enter_path(struct ct_tree *t, uint32_t tid, const struct ct_tree_frame *path,
+			   int npath, const struct ct_tree_frame *call, uint64_t ts)
+{
+	struct ct_tree_thread *th = thread_of(t, tid);
+	struct ct_tree_frame full[CT_TREE_MAX_DEPTH];
+	int32_t node;
+
+	if (npath > CT_TREE_MAX_DEPTH - 2)
+		npath = CT_TREE_MAX_DEPTH - 2; /* room for the call */
+	memcpy(full, path, (size_t)npath * sizeof(*path));
+	full[npath] = *call;
+	th->side.nopen = 0; /* a forward: the backward pass beside is over */
+	node = open_path(t, &th->path, full, npath + 1, CT_PHASE_FORWARD);
+	if (node < 0)
+		return -1;
+	t->nodes[node].tid = tid;
+	t->nodes[node].ts = ts;
+	return node;
+}
+
+void ct_tree_hold(struct ct_tree *t, uint32_t tid, int32_t node)
+{
+	struct ct_tree_thread *th = thread_of(t, tid);
+
+	if (node >= 0 && th->path.nopen < CT_TREE_MAX_DEPTH)
+		th->path.open[th->path.nopen++] = node;
 }
 
 void ct_tree_set_dispatcher(struct ct_tree *t, int32_t node, const char *cls)

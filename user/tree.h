@@ -51,6 +51,9 @@ struct ct_tree_frame {
 	uint64_t code, self, instr;
 	/* a redistribution: its placements before and after ("(Partial(sum),)"), or NULL */
 	const char *src, *dst;
+	/* a call one instruction may make again in the same invocation of its caller: an op
+	 * --ops saw dispatched (F.linear: view, t, addmm, view), not a frame of its own */
+	bool again;
 };
 
 #define CT_VALUE_DIMS 6 /* dims of a shape shown (op values, a helper's tensor) */
@@ -174,6 +177,18 @@ void ct_tree_set_duration(struct ct_tree *t, int32_t node, uint64_t duration);
 int32_t ct_tree_enter(struct ct_tree *t, uint32_t tid, uint8_t type, const char *name,
 		      uint64_t code, uint64_t self, uint64_t ts);
 void ct_tree_exit(struct ct_tree *t, uint32_t tid, int32_t node, uint64_t ts);
+/*
+ * --ops on torch 2.x: a forward call seen without its modules' entries (an op, where torch
+ * dispatches it), at the module path of its stack (outermost first) as collectives are placed
+ * by theirs, then call (its type, name and identity: a second call of the same op from the
+ * same instruction is the next invocation of the modules around it). Its node, open on the
+ * thread until ct_tree_exit, or -1 if dropped.
+ */
+int32_t ct_tree_enter_path(struct ct_tree *t, uint32_t tid, const struct ct_tree_frame *path,
+			   int npath, const struct ct_tree_frame *call, uint64_t ts);
+/* Node (ct_tree_enter_beside's) open on thread tid until ct_tree_exit: what it calls goes
+ * under it. */
+void ct_tree_hold(struct ct_tree *t, uint32_t tid, int32_t node);
 /*
  * --ops: an op called in a backward pass, under the modules (path, outermost first) of the
  * forward that made the autograd context it runs in, beside the thread's open path: one

@@ -221,6 +221,67 @@ TEST(tree_backward_beside)
 	ct_tree_free(&t);
 }
 
+/*
+ * --ops on torch 2.x: ops placed by their stacks' module paths. F.linear dispatches view, t,
+ * addmm and view from one instruction of fc1's forward: one fc1. The layers of a loop are
+ * siblings; the next forward, after a backward, is a tree of its own.
+ */
+TEST(tree_ops_by_path)
+{
+	struct ct_tree t;
+	struct ct_tree_frame path[3] = {
+	    {.type = CT_NODE_MODULE, .name = "(root)", .code = 1, .self = 10, .instr = 4},
+	    {.type = CT_NODE_MODULE, .name = "layers.0", .code = 2, .self = 20, .instr = 8},
+	    {.type = CT_NODE_MODULE, .name = "layers.0.fc1", .code = 3, .self = 30, .instr = 6},
+	};
+	const uint64_t ops[] = {100, 101, 102, 100}; /* view, t, addmm, view */
+	struct ct_tree_frame op = {.type = CT_NODE_OP, .self = 7, .again = true};
+	int32_t n[4], m, b, f;
+
+	if (!ASSERT_OK(ct_tree_init(&t), "init"))
+		return;
+	for (int i = 0; i < 4; i++) {
+		op.code = ops[i];
+		op.name = i == 2 ? "aten.addmm.default" : "aten.view.default";
+		n[i] = ct_tree_enter_path(&t, 9, path, 3, &op, 1000 + i);
+		ct_tree_exit(&t, 9, n[i], 1000 + i + 1);
+	}
+	if (!ASSERT_TRUE(n[0] >= 0 && n[1] >= 0 && n[2] >= 0 && n[3] >= 0, "made"))
+		goto out;
+	for (int i = 1; i < 4; i++)
+		ASSERT_EQ(t.nodes[n[i]].parent, t.nodes[n[0]].parent, "one fc1 for all four");
+	ASSERT_EQ(t.nodes[n[3]].duration, 1, "closed by its exit");
+	ASSERT_EQ(t.nodes[n[3]].ts, 1003, "entered then");
+	/* the next layer of the loop: its module beside layers.0, under the same root */
+	path[1].self = 21;
+	path[1].name = "layers.1";
+	path[2].self = 31;
+	op.code = 102;
+	m = ct_tree_enter_path(&t, 9, path, 3, &op, 2000);
+	ct_tree_exit(&t, 9, m, 2001);
+	if (ASSERT_TRUE(m >= 0, "made"))
+		ASSERT_EQ(t.nodes[t.nodes[t.nodes[m].parent].parent].parent,
+			  t.nodes[t.nodes[t.nodes[n[0]].parent].parent].parent, "one root");
+	/* a backward op, then the same forward again: a new root */
+	b = ct_tree_enter_beside(&t, 9, path, 2, CT_NODE_OP, "aten.mm.default", 5, 0, 3000);
+	ct_tree_hold(&t, 9, b);
+	ct_tree_exit(&t, 9, b, 3001);
+	path[1] = (struct ct_tree_frame){
+	    .type = CT_NODE_MODULE, .name = "layers.0", .code = 2, .self = 20, .instr = 8};
+	path[2].self = 30;
+	op.code = 100;
+	f = ct_tree_enter_path(&t, 9, path, 3, &op, 4000);
+	if (ASSERT_TRUE(b >= 0 && f >= 0, "made")) {
+		ASSERT_EQ(t.nodes[b].phase, CT_PHASE_BACKWARD, "a backward op");
+		ASSERT_TRUE(t.nodes[t.nodes[t.nodes[f].parent].parent].parent !=
+				t.nodes[t.nodes[t.nodes[n[0]].parent].parent].parent,
+			    "the next forward's root");
+		ASSERT_EQ(t.nodes[f].phase, CT_PHASE_FORWARD, "a forward op");
+	}
+out:
+	ct_tree_free(&t);
+}
+
 TEST(tree_values_format)
 {
 	struct ct_values vs;
