@@ -12,6 +12,13 @@
  * functools.wraps wrapper C enters in place of what it wraps: torch 2.x's _disable_dynamo around
  * DTensor.__torch_dispatch__) is judged by the frame's function object instead, the
  * wrapped function's locals being the items of the wrapper's args tuple.
+ *
+ * On torch 2.x the frames are not probed (every frame C enters cost a breakpoint, about
+ * 30 of them per op): ops are seen where libtorch_python calls a tensor subclass's
+ * __torch_dispatch__ (ct_dispatch, ct_dispatch_session: one hit per op, sending the op,
+ * its arguments and the Python stack, from which user space places it under its modules)
+ * and the backward of a Python autograd Function where it begins (ct_gradfn). Their
+ * returns pair as the frames' do.
  */
 #ifndef CT_PYOPS_BPF_H
 #define CT_PYOPS_BPF_H
@@ -127,17 +134,43 @@ static __always_inline void close_late(struct ct_op_thread *t, __u64 pid_tgid, _
 	}
 }
 
+/*
+ * A kept call entered at sp, with code, pushed on the thread's kept calls (its exit, pushed
+ * the same sp, describes its return value if vals); false when there is no room (counted).
+ */
+static __always_inline bool push_kept(__u64 pid_tgid, __u64 sp, __u64 code, bool vals)
+{
+	__u32 tid = (__u32)pid_tgid, n;
+	struct ct_op_thread *t = bpf_map_lookup_elem(&op_threads, &tid);
+
+	if (!t) {
+		bpf_map_update_elem(&op_threads, &tid, &zero_op_thread, BPF_NOEXIST);
+		t = bpf_map_lookup_elem(&op_threads, &tid);
+		if (!t)
+			return false;
+	}
+	close_late(t, pid_tgid, sp); /* a kept call at or above this frame has returned */
+	n = t->n;
+	if (n >= CT_OPS_MAX_DEPTH) {
+		count_drop(CT_DROP_OPS_DEPTH);
+		return false;
+	}
+	t->at[n & (CT_OPS_MAX_DEPTH - 1)].sp = sp;
+	t->at[n & (CT_OPS_MAX_DEPTH - 1)].vals = vals;
+	t->at[n & (CT_OPS_MAX_DEPTH - 1)].code = code;
+	t->n = n + 1;
+	return true;
+}
+
 /* A frame entered: true when its call is kept, and its exit wanted. */
 static __always_inline bool py_enter(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid(), frame = PT_REGS_PARM2(ctx), args = 0,
 	      nargs = 0, sp = PT_REGS_SP(ctx);
 	__u64 locals;
-	__u32 tid = (__u32)pid_tgid, n;
 	struct ct_op_key key = {.tgid = pid_tgid >> 32};
 	struct ct_pyproc_bpf *pp = bpf_map_lookup_elem(&pyprocs, &key.tgid);
 	struct op_entry e = {};
-	struct ct_op_thread *t;
 	__u8 *verdict, argidx;
 
 	if (!ct_gate)
@@ -161,24 +194,9 @@ static __always_inline bool py_enter(struct pt_regs *ctx)
 	}
 	if (verdict && *verdict == CT_OPV_SKIP)
 		return false;
-	t = bpf_map_lookup_elem(&op_threads, &tid);
-	if (!t) {
-		bpf_map_update_elem(&op_threads, &tid, &zero_op_thread, BPF_NOEXIST);
-		t = bpf_map_lookup_elem(&op_threads, &tid);
-		if (!t)
-			return false;
-	}
-	close_late(t, pid_tgid, sp); /* a kept call at or above this frame has returned */
-	n = t->n;
-	if (n >= CT_OPS_MAX_DEPTH) {
-		count_drop(CT_DROP_OPS_DEPTH);
-		return false;
-	}
 	argidx = verdict ? *verdict >> 4 : 0;
-	t->at[n & (CT_OPS_MAX_DEPTH - 1)].sp = sp;
-	t->at[n & (CT_OPS_MAX_DEPTH - 1)].vals = argidx != 0;
-	t->at[n & (CT_OPS_MAX_DEPTH - 1)].code = key.code;
-	t->n = n + 1;
+	if (!push_kept(pid_tgid, sp, key.code, argidx != 0))
+		return false;
 	e.unclassified = !verdict;
 	if (e.wrapped) {
 		e.self = tuple_item(pp, args, nargs, 0);
@@ -240,6 +258,117 @@ static __always_inline void py_exit(struct pt_regs *ctx)
 	emit_op(CT_EV_OPEXIT, pid_tgid, code, &e);
 }
 
+/* torch 2.x: an op record with its stack is built here, then copied to the ring. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ct_dispatch_event);
+} dispbuf SEC(".maps");
+
+/* Whether the walk just made found a redistribution whose specs capture() would copy. */
+static __always_inline bool walk_wants_capture(void)
+{
+	__u32 zero = 0;
+	struct walk_state *ws = bpf_map_lookup_elem(&walkbuf, &zero);
+
+	return ws && ws->cap_spec[0];
+}
+
+/*
+ * torch 2.x: handle_torch_function_no_python_arg_parser entered (abi.h, struct
+ * ct_dispatch_event): the op, its arguments and the Python stack, sent; true when its
+ * return is wanted. Its return is a kept call's (py_exit), paired by the stack pointer.
+ */
+static __always_inline bool dispatch_enter(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid(), sp = PT_REGS_SP(ctx), ts, size;
+	__u64 overloaded = PT_REGS_PARM1(ctx), args = PT_REGS_PARM3(ctx), op = ctx->r9;
+	__u32 tgid = pid_tgid >> 32, zero = 0, which = 0, n;
+	struct ct_pyproc_bpf *pp = bpf_map_lookup_elem(&pyprocs, &tgid);
+	struct ct_dispatch_event *ev = bpf_map_lookup_elem(&dispbuf, &zero);
+	struct op_entry e = {};
+	bool tuple;
+
+	if (!ct_gate || !pp || !ev)
+		return false;
+	/* the 8th argument: [sp] is the return address, the 7th at sp + 8 */
+	bpf_probe_read_user(&which, sizeof(which), (void *)(sp + 16));
+	if (!push_kept(pid_tgid, sp, op, true))
+		return false;
+	ts = bpf_ktime_get_ns();
+	tuple = is_tuple(pp, args);
+	/* the class whose __torch_dispatch__ runs: the first overloaded argument's */
+	e.self = rd64(rd64(overloaded) + pp->off.object_type);
+	e.arg1 = which;
+	fill_op(&ev->op.op, CT_EV_DISPATCH, pid_tgid, op, &e, 1, ts);
+	capture_vals(pid_tgid, ts, args, tuple); /* its DTensors' placements, sent first */
+	__builtin_memset(&ev->op.vals, 0, sizeof(ev->op.vals));
+	describe_vals(pp, args, tuple, &ev->op.vals);
+	walk_python(tgid, (__u32)pid_tgid, sp, &ev->py);
+	/* a redistribution's specs are read live: the capture above has this record's time */
+	if (walk_wants_capture())
+		ev->py.flags &= ~CT_PYS_KNOWN;
+	n = ev->py.nframes;
+	if (n > CT_PY_MAX_FRAMES)
+		n = CT_PY_MAX_FRAMES;
+	size = CT_DISPATCH_EVENT_SIZE(n);
+	asm volatile("" : "+r"(size));
+	if (size > sizeof(*ev))
+		size = sizeof(*ev);
+	if (bpf_ringbuf_output(&events, ev, size,
+			       n && !(ev->py.flags & CT_PYS_KNOWN) ? BPF_RB_FORCE_WAKEUP
+								   : wakeup_flag()))
+		count_drop(CT_DROP_OPS);
+	return true;
+}
+
+/* An entry probe; its return probe is ct_py_exit. */
+SEC("uprobe")
+int ct_dispatch(struct pt_regs *ctx)
+{
+	dispatch_enter(ctx);
+	return 0;
+}
+
+/*
+ * torch 2.x: torch::autograd::PyNode::apply(variable_list &&) entered. It returns a vector:
+ * the address to build it at comes first, `this` second.
+ */
+SEC("uprobe")
+int ct_gradfn(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid(), node = PT_REGS_PARM2(ctx);
+	__u32 tgid = pid_tgid >> 32;
+	struct ct_pyproc_bpf *pp = bpf_map_lookup_elem(&pyprocs, &tgid);
+	struct ct_gradfn_event *ev;
+	__u32 off;
+
+	if (!ct_gate || !pp)
+		return 0;
+	off = pp->pynode_obj;
+	if (off) {
+		ev = bpf_ringbuf_reserve(&events, CT_GRADFN_EVENT_SHORT, 0);
+		if (!ev)
+			goto drop;
+		ev->ctx = rd64(node + (off & 0xfff8));
+	} else {
+		ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+		if (!ev)
+			goto drop;
+		ev->ctx = 0;
+		if (bpf_probe_read_user(ev->words, sizeof(ev->words), (void *)node))
+			__builtin_memset(ev->words, 0, sizeof(ev->words));
+	}
+	fill_hdr(&ev->hdr, CT_EV_GRADFN, 0, pid_tgid, 0, bpf_ktime_get_ns());
+	ev->node = node;
+	bpf_ringbuf_submit(ev, wakeup_flag());
+	return 0;
+drop:
+	count_drop(CT_DROP_OPS);
+	return 0;
+}
+
 /* The fallback: an entry probe and a return probe on every frame. */
 SEC("uprobe")
 int ct_py_enter(struct pt_regs *ctx)
@@ -271,6 +400,17 @@ int ct_py_session(struct pt_regs *ctx)
 		return 0;
 	}
 	return py_enter(ctx) ? 0 : 1;
+}
+
+/* torch 2.x: handle_torch_function_no_python_arg_parser as a uprobe session. */
+SEC("uprobe")
+int ct_dispatch_session(struct pt_regs *ctx)
+{
+	if (bpf_session_is_return()) {
+		py_exit(ctx);
+		return 0;
+	}
+	return dispatch_enter(ctx) ? 0 : 1;
 }
 
 #endif

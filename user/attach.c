@@ -213,7 +213,8 @@ int ct_bpf_open_load(struct ct_session *s, ring_buffer_sample_fn on_record)
 	{
 		struct bpf_program *up[] = {skel->progs.ct_entry,    skel->progs.ct_exit,
 					    skel->progs.ct_py_enter, skel->progs.ct_py_exit,
-					    skel->progs.ct_calib,    skel->progs.ct_code_free};
+					    skel->progs.ct_calib,    skel->progs.ct_code_free,
+					    skel->progs.ct_dispatch, skel->progs.ct_gradfn};
 
 		for (size_t i = 0; i < ARRAY_LEN(up); i++) {
 			bpf_program__set_autoattach(up[i], false);
@@ -224,12 +225,19 @@ int ct_bpf_open_load(struct ct_session *s, ring_buffer_sample_fn on_record)
 	}
 	/* --ops: entry and return as one session where the kernel has them, else a pair */
 	s->uprobe_session = s->uprobe_multi && probe_uprobe_session();
-	bpf_program__set_autoattach(skel->progs.ct_py_session, false);
-	if (s->uprobe_session)
-		bpf_program__set_expected_attach_type(
-		    skel->progs.ct_py_session, (enum bpf_attach_type)CT_TRACE_UPROBE_SESSION);
-	else
-		bpf_program__set_autoload(skel->progs.ct_py_session, false);
+	{
+		struct bpf_program *sess[] = {skel->progs.ct_py_session,
+					      skel->progs.ct_dispatch_session};
+
+		for (size_t i = 0; i < ARRAY_LEN(sess); i++) {
+			bpf_program__set_autoattach(sess[i], false);
+			if (s->uprobe_session)
+				bpf_program__set_expected_attach_type(
+				    sess[i], (enum bpf_attach_type)CT_TRACE_UPROBE_SESSION);
+			else
+				bpf_program__set_autoload(sess[i], false);
+		}
+	}
 	ct_info("commtrace: probes attach as %s%s\n",
 		s->uprobe_multi ? "uprobe_multi links" : "one perf-event link each",
 		s->uprobe_session ? ", the interpreter's (--ops) as a uprobe session" : "");
@@ -437,11 +445,12 @@ static int attach_prog(struct ct_session *s, struct bpf_program *prog, const cha
 
 	if (s->uprobe_multi) {
 		/* pid 0: every process */
-		int fd =
-		    uprobe_multi_link(bpf_program__fd(prog),
-				      prog == s->skel->progs.ct_py_session ? CT_TRACE_UPROBE_SESSION
-									   : CT_TRACE_UPROBE_MULTI,
-				      path, offs, cookies, n, ret, pid < 0 ? 0 : (__u32)pid);
+		int fd = uprobe_multi_link(bpf_program__fd(prog),
+					   prog == s->skel->progs.ct_py_session ||
+						   prog == s->skel->progs.ct_dispatch_session
+					       ? CT_TRACE_UPROBE_SESSION
+					       : CT_TRACE_UPROBE_MULTI,
+					   path, offs, cookies, n, ret, pid < 0 ? 0 : (__u32)pid);
 
 		if (fd < 0)
 			return fd;
@@ -526,6 +535,26 @@ int ct_bpf_attach_pyops(struct ct_session *s, pid_t pid, const char *path, uint6
 				   pid, out);
 	return attach_pair(s, s->skel->progs.ct_py_enter, s->skel->progs.ct_py_exit, path, &off,
 			   &cookie, 1, pid, out);
+}
+
+int ct_bpf_attach_dispatch(struct ct_session *s, pid_t pid, const char *path, uint64_t dispatch,
+			   uint64_t gradfn, struct ct_links *out)
+{
+	size_t mark = out->n;
+	uint64_t cookie = 0;
+	int err;
+
+	if (s->uprobe_session)
+		err = attach_prog(s, s->skel->progs.ct_dispatch_session, path, &dispatch, &cookie,
+				  1, false, pid, out);
+	else
+		err = attach_pair(s, s->skel->progs.ct_dispatch, s->skel->progs.ct_py_exit, path,
+				  &dispatch, &cookie, 1, pid, out);
+	if (!err && gradfn &&
+	    (err = attach_prog(s, s->skel->progs.ct_gradfn, path, &gradfn, &cookie, 1, false, pid,
+			       out)))
+		ct_links_destroy(out, mark);
+	return err;
 }
 
 int ct_bpf_attach_entry(struct ct_session *s, pid_t pid, const char *path, uint64_t off,

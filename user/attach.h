@@ -70,6 +70,13 @@ int ct_bpf_attach_entry(struct ct_session *s, pid_t pid, const char *path, uint6
 /* --ops: the frame evaluation entry and exit at file offset off of path, for pid only. */
 int ct_bpf_attach_pyops(struct ct_session *s, pid_t pid, const char *path, uint64_t off,
 			struct ct_links *out);
+/*
+ * --ops on torch 2.x, for pid only, in libtorch_python at path: the entry and return of the
+ * function that calls a tensor subclass's __torch_dispatch__ (file offset dispatch) and the
+ * entry of PyNode::apply (gradfn; 0: not probed). Both or neither.
+ */
+int ct_bpf_attach_dispatch(struct ct_session *s, pid_t pid, const char *path, uint64_t dispatch,
+			   uint64_t gradfn, struct ct_links *out);
 /* The interpreter's code object deallocator at file offset off of path, for pid only. */
 int ct_bpf_attach_code_free(struct ct_session *s, pid_t pid, const char *path, uint64_t off,
 			    struct ct_links *out);

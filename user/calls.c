@@ -194,8 +194,11 @@ static int32_t tree_call(struct ct_session *s, const struct ct_call *k,
 	if (!recorded && c.in_ndim >= 0 && !shape_is_arg(&c, k))
 		c.in_ndim = -1; /* read after the tensor was freed, or another tensor: unknown */
 	/* --ops: under the call open on the thread; a backward collective under the module
-	 * path of its forward instead (no module is open in the backward). */
-	c.under_open = k->p->ops != NULL && !attributed;
+	 * path of its forward instead (no module is open in the backward). Where ops are seen
+	 * at their dispatch (torch 2.x), modules have no entries: outside an op, a collective
+	 * is placed by its stack, as without --ops. */
+	c.under_open = k->p->ops != NULL && !attributed &&
+		       (!ct_py_ops_by_dispatch(k->p) || ct_py_op_open(k->p, ev->hdr.tid));
 	c.beside = k->p->ops != NULL && attributed;
 	if (s->rec) /* replay reads it back: it has no process to resolve the stack in */
 		ct_record_pycall(s->rec, k->p->pid, &c);
@@ -316,6 +319,22 @@ void ct_calls_on_op(struct ct_session *s, const struct ct_op_event *ev)
 
 	if (p)
 		ct_py_on_op(s, p, ev);
+}
+
+void ct_calls_on_dispatch(struct ct_session *s, const struct ct_dispatch_event *ev)
+{
+	struct ct_proc *p = ct_proc_find(s, ev->op.op.hdr.pid);
+
+	if (p)
+		ct_py_on_dispatch(s, p, ev);
+}
+
+void ct_calls_on_gradfn(struct ct_session *s, const struct ct_gradfn_event *ev, bool words)
+{
+	struct ct_proc *p = ct_proc_find(s, ev->hdr.pid);
+
+	if (p)
+		ct_py_on_gradfn(s, p, ev, words);
 }
 
 /*

@@ -6,6 +6,7 @@
 #ifndef CT_CALLS_H
 #define CT_CALLS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include "commtrace/abi.h"
 
@@ -38,6 +39,9 @@ void ct_calls_on_call(struct ct_session *s, const struct ct_call_event *ev,
 void ct_calls_on_ret(struct ct_session *s, const struct ct_ret_event *ev);
 /* --ops: a profiled Python call's entry or exit. */
 void ct_calls_on_op(struct ct_session *s, const struct ct_op_event *ev);
+/* --ops on torch 2.x: an op at its dispatch; a Python autograd Function's backward begun. */
+void ct_calls_on_dispatch(struct ct_session *s, const struct ct_dispatch_event *ev);
+void ct_calls_on_gradfn(struct ct_session *s, const struct ct_gradfn_event *ev, bool words);
 /* A backward pass began (CT_EV_BACKWARD) or ended on a thread. */
 void ct_calls_on_backward(struct ct_session *s, const struct ct_hdr *h);
 /* CT_EV_CAPTURE: objects BPF copied at the call whose record comes next on that thread. */

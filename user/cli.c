@@ -36,7 +36,11 @@ static const char usage_text[] =
     "      --no-stacks          do not walk Python stacks (collectives only, lowest cost)\n"
     "      --ops                also trace the entry and exit of every module, op and\n"
     "                           redistribute call the profiles name (not only those that\n"
-    "                           communicate): complete tables, JSON records, timeline\n"
+    "                           communicate): complete tables, JSON records, timeline.\n"
+    "                           On torch 2.x, ops are seen where torch dispatches them to\n"
+    "                           a tensor subclass, their modules from their stacks\n"
+    "      --ops-frames         --ops by the interpreter's frames on torch 2.x too: every\n"
+    "                           profiled Python function C enters (costlier)\n"
     "      --chrome FILE        write a Chrome Trace / Perfetto JSON file (docs/chrome.md)\n"
     "      --chrome-max-mb N    cap its size (default 1024 MiB; 0: no cap)\n"
     "      --chrome-window S    write only the calls of the first S seconds\n"
@@ -80,8 +84,9 @@ static const char usage_text[] =
     "\n"
     "Environment: COMMTRACE_UPROBE_MULTI=0 attaches one perf-event link per probe instead\n"
     "of uprobe_multi links (detaching then waits for the kernel once per probe).\n"
-    "COMMTRACE_UPROBE_SESSION=0: --ops probes the interpreter with an entry and a return\n"
-    "probe on every frame instead of one uprobe session (Linux 6.13+).\n"
+    "COMMTRACE_UPROBE_SESSION=0: --ops probes the interpreter (or torch 2.x's dispatch)\n"
+    "with an entry and a return probe on every call instead of one uprobe session\n"
+    "(Linux 6.13+).\n"
     "COMMTRACE_FILE_WIDE=N: with -p, a library file that N or more of the processes map\n"
     "(default 4) is probed once for all processes, filtered in BPF; 0: per process.\n"
     "\n"
@@ -167,6 +172,7 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 		OPT_PROFILE,
 		OPT_NO_STACKS,
 		OPT_OPS,
+		OPT_OPS_FRAMES,
 		OPT_SHARDING,
 		OPT_CHROME,
 		OPT_CHROME_MB,
@@ -194,6 +200,7 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 	    {"profile", required_argument, NULL, OPT_PROFILE},
 	    {"no-stacks", no_argument, NULL, OPT_NO_STACKS},
 	    {"ops", no_argument, NULL, OPT_OPS},
+	    {"ops-frames", no_argument, NULL, OPT_OPS_FRAMES},
 	    {"chrome", required_argument, NULL, OPT_CHROME},
 	    {"chrome-max-mb", required_argument, NULL, OPT_CHROME_MB},
 	    {"chrome-window", required_argument, NULL, OPT_CHROME_WIN},
@@ -287,6 +294,9 @@ int ct_parse_args(int argc, char **argv, struct ct_opts *o)
 			break;
 		case OPT_OPS:
 			o->ops = true;
+			break;
+		case OPT_OPS_FRAMES:
+			o->ops = o->ops_frames = true;
 			break;
 		case OPT_NO_STACKS:
 			o->no_stacks = true;

@@ -52,6 +52,14 @@ int ct_events_handle(void *ctx, void *data, size_t len)
 		if (ct_rec_op_ok(data, len))
 			ct_calls_on_op(s, data);
 		break;
+	case CT_EV_DISPATCH:
+		if (ct_rec_dispatch_ok(data, len))
+			ct_calls_on_dispatch(s, data);
+		break;
+	case CT_EV_GRADFN:
+		if (len >= CT_GRADFN_EVENT_SHORT)
+			ct_calls_on_gradfn(s, data, len >= sizeof(struct ct_gradfn_event));
+		break;
 	case CT_EV_BACKWARD:
 	case CT_EV_BACKWARD_END:
 		ct_calls_on_backward(s, h);

@@ -19,6 +19,7 @@
 #include "python/params.h"
 #include "python/profiles.h"
 #include "python/symbolize.h"
+#include "catalog/catalog.h"
 #include "targets.h"
 #include "util/log.h"
 
@@ -85,6 +86,7 @@ int ct_pys_update_pyproc(struct ct_session *s, struct ct_proc *p, const struct c
 	fill_code_span(&p->py.offsets, &v);
 	v.ascii_state = 1u << CT_PY_STATE_COMPACT_BIT | 1u << CT_PY_STATE_ASCII_BIT;
 	v.code_free = p->code_free;
+	v.pynode_obj = p->ops ? p->ops->pynode_obj : 0;
 	v.spec = p->spec_layout;
 	return bpf_map_update_elem(bpf_map__fd(s->skel->maps.pyprocs), &key, &v, BPF_ANY) ? -errno
 											  : 0;
@@ -241,6 +243,55 @@ void ct_pys_tell_known(struct ct_session *s, struct ct_proc *p, uint64_t code,
 	}
 }
 
+/*
+ * torch 2.x: the function that calls a tensor subclass's __torch_dispatch__ (and a Python
+ * __torch_function__), and PyNode::apply, in the libtorch_python p maps. 1 when attached,
+ * 0 where this torch is not 2.x or lacks them (the frames are probed instead), -errno.
+ */
+static int attach_dispatch(struct ct_session *s, struct ct_proc *p)
+{
+	struct ct_sym_want want[] = {
+	    {.name = "torch::handle_torch_function_no_python_arg_parser", .cxx = true},
+	    {.name = "torch::autograd::PyNode::apply", .cxx = true}};
+	struct ct_sym_found found[2] = {{0}};
+	const struct ct_file *f = NULL;
+	char version[32], err[256];
+	struct ct_elf *e;
+	int rc;
+
+	for (int i = 0; i < p->n_libs && !f; i++)
+		if (p->libs[i].file->desc == &ct_lib_torch_python)
+			f = p->libs[i].file;
+	ct_torch_version(p->pid, version, sizeof(version));
+	if (!f || version[0] < '2' || version[1] != '.')
+		return 0;
+	e = ct_elf_open(f->path, err, sizeof(err));
+	if (!e)
+		return 0;
+	ct_elf_resolve(e, want, 2, found);
+	for (int i = 0; i < 2; i++)
+		if (found[i].found)
+			found[i].file_off += ct_elf_endbr_len(e, found[i].addr);
+	ct_elf_close(e);
+	if (!found[0].found)
+		return 0;
+	rc = ct_bpf_attach_dispatch(s, p->pid, f->path, found[0].file_off,
+				    found[1].found ? found[1].file_off : 0, &p->links);
+	if (rc)
+		return rc;
+	if (!found[1].found)
+		fprintf(stderr,
+			"commtrace-bpf: pid %d: no PyNode::apply in %s: --ops puts the backward "
+			"ops of torch's own autograd nodes under the module of the last autograd "
+			"Function seen\n",
+			p->pid, f->path);
+	p->ops->dispatch = true;
+	ct_pys_torch_layout_to_bpf(s, p); /* its values are described from the first op on */
+	ct_info("commtrace: pid %d: torch %s: --ops sees ops where torch dispatches them\n", p->pid,
+		version);
+	return 1;
+}
+
 int ct_pys_attach_ops(struct ct_session *s, struct ct_proc *p)
 {
 	struct ct_sym_want want = {.name = "_PyEval_EvalFrameDefault"};
@@ -249,6 +300,12 @@ int ct_pys_attach_ops(struct ct_session *s, struct ct_proc *p)
 	struct ct_elf *e;
 	int rc;
 
+	p->ops = calloc(1, sizeof(*p->ops));
+	if (!p->ops)
+		return -ENOMEM;
+	rc = s->opts->ops_frames ? 0 : attach_dispatch(s, p);
+	if (rc)
+		return rc < 0 ? rc : 0;
 	snprintf(fpath, sizeof(fpath), "%s", p->py.open_path);
 	e = ct_elf_open(fpath, err, sizeof(err));
 	if (!e)
@@ -262,11 +319,10 @@ int ct_pys_attach_ops(struct ct_session *s, struct ct_proc *p)
 			"commtrace-bpf: pid %d: no _PyEval_EvalFrameDefault in %s: --ops "
 			"sees no calls there\n",
 			p->pid, p->py.path);
+		free(p->ops);
+		p->ops = NULL;
 		return 0;
 	}
-	p->ops = calloc(1, sizeof(*p->ops));
-	if (!p->ops)
-		return -ENOMEM;
 	rc = ct_bpf_attach_pyops(s, p->pid, fpath, found.file_off, &p->links);
 	if (rc) {
 		free(p->ops);

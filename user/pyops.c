@@ -35,10 +35,9 @@ static void set_verdict(struct ct_session *s, struct ct_proc *p, uint64_t code,
  * at the call where it did, else live (and the first DTensor read live says where the
  * process keeps a DTensor's placements, for BPF to copy them from then on).
  */
-static void set_values(struct ct_session *s, struct ct_proc *p, const struct ct_hdr *h,
-		       int32_t node, const struct ct_op_vals *vals)
+static void put_values(struct ct_session *s, struct ct_proc *p, const struct ct_capture_event *cap,
+		       int32_t node, bool outputs, const struct ct_op_vals *vals)
 {
-	const struct ct_capture_event *cap = ct_pys_take_capture(s->py, p->pid, h);
 	struct ct_values v;
 
 	if (node < 0 || !vals)
@@ -50,7 +49,14 @@ static void set_values(struct ct_session *s, struct ct_proc *p, const struct ct_
 	for (int i = 0; !cap && !p->spec_layout.dtensor && i < v.n; i++)
 		if (v.v[i].placements && !strcmp(v.v[i].kind, "DTensor"))
 			ct_pys_measure_dtensor(s, p, vals->v[i].obj, vals->v[i].type);
-	ct_tree_set_values(&p->tree, node, h->type == CT_EV_OPEXIT, &v);
+	ct_tree_set_values(&p->tree, node, outputs, &v);
+}
+
+static void set_values(struct ct_session *s, struct ct_proc *p, const struct ct_hdr *h,
+		       int32_t node, const struct ct_op_vals *vals)
+{
+	put_values(s, p, ct_pys_take_capture(s->py, p->pid, h), node, h->type == CT_EV_OPEXIT,
+		   vals);
 }
 
 static const struct ct_op_vals *vals_of(const struct ct_op_event *ev)
@@ -290,6 +296,148 @@ void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_eve
 	ops->threads[slot].at[n].node = node;
 	ops->threads[slot].at[n].code = ev->code;
 	ops->threads[slot].n = n + 1;
+}
+
+bool ct_py_ops_by_dispatch(const struct ct_proc *p)
+{
+	return p->ops && p->ops->dispatch;
+}
+
+bool ct_py_op_open(const struct ct_proc *p, uint32_t tid)
+{
+	for (int i = 0; p->ops && i < CT_TREE_MAX_THREADS; i++)
+		if (p->ops->threads[i].tid == (pid_t)tid)
+			return p->ops->threads[i].n > 0;
+	return false;
+}
+
+/* The module frames a backward path starts with: what the ops after it are put under. */
+static void set_bwd(struct ops_thread *th, const struct ct_tree_frame *path, int npath)
+{
+	int n = 0;
+
+	while (n < npath && n < CT_CTX_MAX_PATH && path[n].type == CT_NODE_MODULE)
+		n++;
+	memcpy(th->bwd.f, path, (size_t)n * sizeof(*path));
+	th->bwd.n = (uint8_t)n;
+}
+
+void ct_py_on_dispatch(struct ct_session *s, struct ct_proc *p, const struct ct_dispatch_event *ev)
+{
+	const struct ct_op_event *op = &ev->op.op;
+	struct ct_pystate *st = s->py;
+	struct ct_pyops *ops = p->ops;
+	const struct ct_capture_event *cap;
+	struct ct_py_resolved *r;
+	struct ct_tree_frame call;
+	struct ops_thread *th;
+	int32_t node;
+	int slot, n, rc = -1;
+	bool backward;
+
+	if (!st || !ops)
+		return;
+	slot = thread_slot(ops, (pid_t)op->hdr.tid, true);
+	if (slot < 0) {
+		st->ops.lost++;
+		return;
+	}
+	th = &ops->threads[slot];
+	n = th->n;
+	st->ops.entries++;
+	/* the values' copies, taken first: a redistribution on the stack has the same time */
+	cap = ct_pys_take_capture(st, p->pid, &op->hdr);
+	r = &ops->stack;
+	if (!n) /* inside an op, its __torch_dispatch__ dispatching again: under it instead */
+		rc = ct_py_resolve_stack(s, p, &op->hdr, &ev->py, r);
+	if (rc)
+		r->call.npath = 0;
+	call = (struct ct_tree_frame){.type = CT_NODE_OP,
+				      .name = ct_pys_object_label(st, p, op->code, true),
+				      .code = op->code,
+				      .self = op->self,
+				      .again = true};
+	/* In a backward pass on this thread, or under an autograd Function's backward, or with
+	 * no Python frame at all: called from C++, an autograd engine's device thread. */
+	backward = th->engine || (!rc && r->call.phase == CT_PHASE_BACKWARD) ||
+		   (!n && (ev->py.flags & CT_PYS_PYTHON) && !ev->py.nframes);
+	if (n) {
+		node = ct_tree_enter(&p->tree, op->hdr.tid, CT_NODE_OP, call.name, call.code,
+				     call.self, op->hdr.ts);
+	} else if (backward) {
+		/* Under the modules whose forward made the ctx of the autograd Function this op
+		 * is in, or (one of torch's own backward nodes) of the one begun last. */
+		if (r->attributed)
+			set_bwd(th, r->path, r->call.npath);
+		node = ct_tree_enter_beside(&p->tree, op->hdr.tid, th->bwd.f, th->bwd.n, CT_NODE_OP,
+					    call.name, call.code, call.self, op->hdr.ts);
+		ct_tree_hold(&p->tree, op->hdr.tid, node);
+	} else {
+		node = ct_tree_enter_path(&p->tree, op->hdr.tid, r->path, r->call.npath, &call,
+					  op->hdr.ts);
+	}
+	if (node >= 0) {
+		st->ops.kept++;
+		ct_tree_set_dispatcher(&p->tree, node, ct_pys_class_label(st, p, op->self));
+		put_values(s, p, cap, node, false, &ev->op.vals);
+	}
+	if (n >= CT_OPS_MAX_DEPTH) {
+		st->ops.lost++;
+		return;
+	}
+	th->at[n].node = node;
+	th->at[n].code = op->code;
+	th->n = n + 1;
+}
+
+void ct_py_on_gradfn(struct ct_session *s, struct ct_proc *p, const struct ct_gradfn_event *ev,
+		     bool words)
+{
+	struct ct_pystate *st = s->py;
+	struct ct_pyops *ops = p->ops;
+	const struct ct_ctx_path *cp = NULL;
+	int slot;
+
+	if (!st || !ops)
+		return;
+	slot = thread_slot(ops, (pid_t)ev->hdr.tid, true);
+	if (slot < 0) {
+		st->ops.lost++;
+		return;
+	}
+	st->ops.gradfns++;
+	if (ev->ctx) {
+		cp = ct_ctxtab_find(st->ctxs, p->pid, ev->ctx);
+	} else if (words) {
+		/* PyNode::obj is where the node holds a ctx THPFunction_new returned (not word
+		 * 0: the vtable) */
+		for (int i = 1; i < CT_GRADFN_WORDS && !cp; i++) {
+			cp = ev->words[i] ? ct_ctxtab_find(st->ctxs, p->pid, ev->words[i]) : NULL;
+			if (cp && !ops->pynode_obj) {
+				ops->pynode_obj = (uint32_t)i * 8;
+				ct_pys_update_pyproc(s, p, p->torch_layout);
+				ct_info("commtrace: pid %d: PyNode::obj at +%u\n", p->pid,
+					ops->pynode_obj);
+			}
+		}
+	}
+	/* An unknown ctx (made before the attach): the backward's ops under no module. */
+	st->ops.gradfn_unknown += !cp;
+	ops->threads[slot].bwd = cp ? *cp : (struct ct_ctx_path){0};
+}
+
+const char *ct_py_ops_seen_at(const struct ct_session *s)
+{
+	int by_dispatch = 0, by_frames = 0;
+
+	for (int i = 0; i < s->n_procs; i++) {
+		by_dispatch += ct_py_ops_by_dispatch(s->procs[i]);
+		by_frames += s->procs[i]->ops && !s->procs[i]->ops->dispatch;
+	}
+	return by_dispatch && by_frames ? "dispatch+frames"
+	       : by_dispatch		? "dispatch"
+	       : by_frames		? "frames"
+					: "none";
 }
 
 const struct ct_ops_stats *ct_py_ops_stats(const struct ct_session *s)

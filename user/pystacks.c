@@ -429,8 +429,8 @@ static void reshard_placements(struct ct_session *s, struct ct_proc *p,
 }
 
 /* A stack resolved; *autograd: 1 under a known autograd ctx, -1 under an unknown one. */
-static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
-		   struct ct_py_resolved *out, int *autograd)
+static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_hdr *h,
+		   const struct ct_pystack *py, struct ct_py_resolved *out, int *autograd)
 {
 	struct ct_tree_frame *path;
 	struct ct_stack_line *stack;
@@ -439,7 +439,7 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 	const char *helper = NULL;
 	uint64_t parent_module = 0;
 	const char *parent_fqn = NULL;
-	int npath = 0, nstack = 0, n = ev->py.nframes;
+	int npath = 0, nstack = 0, n = py->nframes;
 	bool backward = false, attributed = false, unattributed = false, known;
 	const char *op = NULL;
 	uint64_t helper_arg = 0, opcall_args = 0;
@@ -454,13 +454,13 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 	if (!st || !p->has_python || !n)
 		return -1;
 	st->counts.stacks++;
-	known = ev->py.flags & CT_PYS_KNOWN;
+	known = py->flags & CT_PYS_KNOWN;
 	st->counts.stacks_known += known;
-	ct_py_symbolize_many(st->sym, p->pid, &p->py.offsets, ev->py.frames, n, known,
-			     st->frames_buf, st->frames_rc);
+	ct_py_symbolize_many(st->sym, p->pid, &p->py.offsets, py->frames, n, known, st->frames_buf,
+			     st->frames_rc);
 	/* Innermost first from BPF; the tree wants the outermost first. */
 	for (int i = n - 1; i >= 0; i--) {
-		const struct ct_pyframe_raw *raw = &ev->py.frames[i];
+		const struct ct_pyframe_raw *raw = &py->frames[i];
 		const struct ct_pyframe *f = &st->frames_buf[i];
 		const struct ct_rule *r;
 		const struct role_slot *rs;
@@ -575,7 +575,7 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 			t->instr = raw->instr;
 			if (type == CT_NODE_GRAPH) {
 				/* one node per run: its code's instruction tells the runs apart */
-				t->instr = i ? ev->py.frames[i - 1].instr : 0;
+				t->instr = i ? py->frames[i - 1].instr : 0;
 				t->name = graph_name(i ? &st->frames_buf[i - 1] : NULL,
 						     i ? st->frames_rc[i - 1] : -1);
 			} else {
@@ -608,7 +608,7 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 	}
 	if (reshard)
 		reshard_placements(s, p, reshard, reshard_f, reshard_r,
-				   ct_pys_take_capture(st, p->pid, &ev->hdr), path, npath);
+				   ct_pys_take_capture(st, p->pid, h), path, npath);
 	/* Frames that could not be read leave holes: keep the stack dense. */
 	for (int i = 0, j = 0; i < nstack; i++)
 		if (stack[i].qualname)
@@ -621,13 +621,13 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 		helper_arg = first_arg(p, opcall_args);
 	if (!helper)
 		c->in_ndim = -1;
-	else if (ev->py.flags & CT_PYS_HELPER)
-		c->in_ndim = (int8_t)ct_opval_shape(&ev->py.helper, c->in_shape);
+	else if (py->flags & CT_PYS_HELPER)
+		c->in_ndim = (int8_t)ct_opval_shape(&py->helper, c->in_shape);
 	else
 		helper_shape(p, helper_arg, c);
 	c->root_class = npath && path[0].type == CT_NODE_MODULE ? p->root_class : NULL;
 	c->phase = backward ? CT_PHASE_BACKWARD : CT_PHASE_FORWARD;
-	c->truncated = ev->py.flags & CT_PYS_TRUNCATED;
+	c->truncated = py->flags & CT_PYS_TRUNCATED;
 	c->path = path;
 	c->npath = npath;
 	c->stack = stack;
@@ -638,7 +638,7 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call
 int ct_py_resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev,
 		  struct ct_py_resolved *out)
 {
-	int autograd = 0, rc = resolve(s, p, ev, out, &autograd);
+	int autograd = 0, rc = resolve(s, p, &ev->hdr, &ev->py, out, &autograd);
 
 	/* what the collectives' attribution did (a context's own stack is not one) */
 	if (!rc && autograd > 0)
@@ -646,6 +646,14 @@ int ct_py_resolve(struct ct_session *s, struct ct_proc *p, const struct ct_call_
 	else if (!rc && autograd < 0)
 		ct_ctxtab_stats(s->py->ctxs)->unattributed++;
 	return rc;
+}
+
+int ct_py_resolve_stack(struct ct_session *s, struct ct_proc *p, const struct ct_hdr *h,
+			const struct ct_pystack *py, struct ct_py_resolved *out)
+{
+	int autograd;
+
+	return resolve(s, p, h, py, out, &autograd);
 }
 
 void ct_py_ctx_enter(struct ct_session *s, struct ct_proc *p, const struct ct_call_event *ev)
@@ -657,7 +665,7 @@ void ct_py_ctx_enter(struct ct_session *s, struct ct_proc *p, const struct ct_ca
 	if (!st || !p->has_python)
 		return;
 	r = malloc(sizeof(*r));
-	if (r && !resolve(s, p, ev, r, &autograd))
+	if (r && !resolve(s, p, &ev->hdr, &ev->py, r, &autograd))
 		ct_ctxtab_enter(st->ctxs, p->pid, (pid_t)ev->hdr.tid, r->path, r->call.npath);
 	free(r);
 }

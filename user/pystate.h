@@ -96,6 +96,10 @@ struct ops_thread {
 
 struct ct_pyops {
 	struct ops_thread threads[CT_TREE_MAX_THREADS];
+	/* torch 2.x: ops seen where torch dispatches them (ct_py_on_dispatch), not by frames */
+	bool dispatch;
+	uint32_t pynode_obj;	     /* PyNode::obj's offset, 0 until learned (ct_py_on_gradfn) */
+	struct ct_py_resolved stack; /* an op's stack, resolved */
 };
 
 /* The rule a code object (symbolized as f) matched, or NULL; cached by code object. */

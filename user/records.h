@@ -26,6 +26,12 @@ static inline bool ct_rec_op_ok(const struct ct_op_event *ev, size_t len)
 	return len >= sizeof(*ev) && (!ev->has_vals || len >= sizeof(struct ct_op_vals_event));
 }
 
+static inline bool ct_rec_dispatch_ok(const struct ct_dispatch_event *ev, size_t len)
+{
+	return len >= CT_DISPATCH_EVENT_SIZE(0) && ev->py.nframes <= CT_PY_MAX_FRAMES &&
+	       len >= CT_DISPATCH_EVENT_SIZE(ev->py.nframes);
+}
+
 static inline bool ct_rec_capture_ok(const struct ct_capture_event *ev, size_t len)
 {
 	return len >= sizeof(*ev) && ev->n <= CT_CAP_REGIONS;

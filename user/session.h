@@ -32,9 +32,10 @@ struct ct_opts {
 	bool check;
 	bool wait_libs;
 	bool no_stacks;
-	bool cost;     /* --cost: what tracing cost the targets (cost.h) */
-	bool ops;      /* --ops: entries and exits of profiled Python functions */
-	bool sharding; /* --sharding: parameters and placements of the root module */
+	bool cost;	 /* --cost: what tracing cost the targets (cost.h) */
+	bool ops;	 /* --ops: entries and exits of profiled Python functions */
+	bool ops_frames; /* --ops-frames: by the interpreter's frames, not torch's dispatch */
+	bool sharding;	 /* --sharding: parameters and placements of the root module */
 	bool quiet;
 	int verbose;
 	unsigned int ringbuf_mb;

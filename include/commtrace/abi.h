@@ -178,6 +178,8 @@ enum ct_ev_type {
 	CT_EV_UNSEEN,	    /* a traced function returned whose entry came before the gate opened
 			     * (a bare ct_hdr): the call was in flight when tracing began */
 	CT_EV_CAPTURE,	    /* objects copied at a call, just before its CT_EV_CALL */
+	CT_EV_DISPATCH,	    /* --ops on torch 2.x: an op dispatched to a tensor subclass */
+	CT_EV_GRADFN,	    /* --ops on torch 2.x: a Python autograd Function's backward began */
 };
 
 struct ct_hdr {
@@ -305,6 +307,48 @@ struct ct_op_vals_event {
 	struct ct_op_event op; /* has_vals = 1 */
 	struct ct_op_vals vals;
 };
+
+/*
+ * --ops on torch 2.x: torch::handle_torch_function_no_python_arg_parser, the C++ function
+ * that calls a tensor subclass's __torch_dispatch__ (DTensor's) or a Python
+ * __torch_function__, probed at its entry and return: one entry per op, wherever the Python
+ * around it runs, instead of a probe on every frame the interpreter evaluates. Its
+ * arguments: overloaded_args (rdi, rsi), args (rdx), kwargs (rcx), func_name (r8),
+ * torch_api_function (r9), module_name and the TorchFunctionName enum on the stack.
+ * CT_EV_DISPATCH: op.code is the op object (an OpOverload; under __torch_function__ the torch
+ * function), op.self the class of the first overloaded argument, op.arg1 the enum, op.vals
+ * the args tuple's items; then the Python stack there. Its return: a CT_EV_OPEXIT with the
+ * same code. Variable length: CT_DISPATCH_EVENT_SIZE.
+ */
+#define CT_TORCH_FUNCTION 0 /* torch::TorchFunctionName */
+#define CT_TORCH_DISPATCH 1
+
+struct ct_dispatch_event {
+	struct ct_op_vals_event op; /* op.op.hdr.type = CT_EV_DISPATCH */
+	struct ct_pystack py;
+};
+
+#define CT_DISPATCH_EVENT_SIZE(n)                                                                  \
+	(sizeof(struct ct_dispatch_event) -                                                        \
+	 sizeof(struct ct_pyframe_raw) * (CT_PY_MAX_FRAMES - (n)))
+
+/*
+ * --ops on torch 2.x: torch::autograd::PyNode::apply entered, a Python autograd Function's
+ * backward beginning (the backward ops of torch's own C++ nodes that follow belong to the
+ * same module). ctx: its THPFunction, the ctx its forward made, read at the offset user
+ * space learned (struct ct_pyproc_bpf.pynode_obj); until then 0, and words holds the node's
+ * first bytes, where user space finds a ctx it knows (CT_GRADFN_EVENT_SHORT: without them).
+ */
+#define CT_GRADFN_WORDS 96
+
+struct ct_gradfn_event {
+	struct ct_hdr hdr;
+	__u64 node; /* the PyNode */
+	__u64 ctx;
+	__u64 words[CT_GRADFN_WORDS];
+};
+
+#define CT_GRADFN_EVENT_SHORT (sizeof(struct ct_gradfn_event) - 8 * CT_GRADFN_WORDS)
 
 /*
  * Exits pair with kept entries by the stack pointer: a uretprobe sees the entry's sp + 8.

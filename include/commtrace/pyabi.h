@@ -111,7 +111,8 @@ struct ct_pyproc_bpf {
 	 * entries marked CT_PYC_HELD are deleted when their code object dies, so the walker
 	 * trusts them without reading the code object. */
 	__u32 code_free;
-	__u32 pad;
+	/* torch 2.x, --ops: the offset of PyNode::obj (its THPFunction), 0 until learned */
+	__u32 pynode_obj;
 	struct ct_spec_bpf spec;
 };
 

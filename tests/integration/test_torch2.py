@@ -215,19 +215,40 @@ def mesh_as_ours(s):
 OPS_MODELS = {"mlp": True, "mlp_list": True, "transformer": True, "transformer_sp": False}
 
 
+def op_nodes(node):
+    if node["type"] == "op":
+        yield node
+    for c in node["children"]:
+        yield from op_nodes(c)
+
+
+@pytest.mark.parametrize("how", ["--ops", "--ops-frames"])
 @pytest.mark.parametrize("model", list(OPS_MODELS))
-def test_ops_match_commdebugmode(bpf, torch2_root, reaper, start_tracer, tmp_path, work, model):
+def test_ops_match_commdebugmode(bpf, torch2_root, reaper, start_tracer, tmp_path, work, model,
+                                 how):
     """--ops on torch 2.6: every DTensor op CommDebugMode lists (its noise level 1: the ops
     with DTensor inputs, less the trivial ones), under the same module and phase, named as
     it names them, counted over both steps; and in the last step, in order per module and
     phase, with the same global shapes, placements and mesh: the placements of every
-    DTensor input as it was at the call, read from the copies BPF took then."""
+    DTensor input as it was at the call, read from the copies BPF took then. Seen where
+    torch dispatches them (the default on torch 2.x: one probe hit per op, its modules from
+    its stack), and by the interpreter's frames (--ops-frames)."""
     ref = oracle(reaper, torch2_root, work, model)
     # a longer linger: the first step's thousands of new code objects are read live
-    js = traced(reaper, torch2_root, start_tracer, tmp_path, work, model, "--ops", linger=4)
-    assert js["dropped_events"] == 0 and js["ops"]["unpaired_exits"] == 0, js["ops"]
-    assert js["ops"]["lost"] == 0, js["ops"]
-    assert js["ops"]["values_captured"] > 0, js["ops"]
+    js = traced(reaper, torch2_root, start_tracer, tmp_path, work, model, how, linger=4)
+    ops = js["ops"]
+    assert js["dropped_events"] == 0 and ops["unpaired_exits"] == 0, ops
+    assert ops["lost"] == 0, ops
+    assert ops["values_captured"] > 0, ops
+    if how == "--ops":
+        # every op dispatched is one entry and one node; each Python autograd Function's
+        # backward began with a ctx whose forward was seen
+        nodes = sum(1 for p in js["processes"] for root in p["comm_debug"]["records"]
+                    for _ in op_nodes(root))
+        assert ops["seen_at"] == "dispatch" and ops["entries"] == ops["kept"] == nodes, ops
+        assert ops["backward_functions"] > 0 and ops["backward_functions_unknown"] == 0, ops
+    else:
+        assert ops["seen_at"] == "frames" and ops["entries"] > ops["kept"], ops
     by_module = OPS_MODELS[model]
     for r in (0, 1):
         cd = next(p for p in js["processes"] if p["rank"] == r)["comm_debug"]

@@ -559,8 +559,11 @@ int ct_export_json(struct ct_session *s, const char *path)
 		cJSON_AddItemToObject(ops, "late_exits", u64(o->late));
 		cJSON_AddItemToObject(ops, "lost", u64(o->lost));
 		cJSON_AddItemToObject(ops, "values_captured", u64(o->captured));
+		cJSON_AddItemToObject(ops, "backward_functions", u64(o->gradfns));
+		cJSON_AddItemToObject(ops, "backward_functions_unknown", u64(o->gradfn_unknown));
 		cJSON_AddStringToObject(ops, "probe",
 					s->uprobe_session ? "session" : "entry+return");
+		cJSON_AddStringToObject(ops, "seen_at", ct_py_ops_seen_at(s));
 		cJSON_AddItemToObject(root, "ops", ops);
 	}
 	cJSON_AddItemToObject(root, "drops", drops);
