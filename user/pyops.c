@@ -44,7 +44,7 @@ static void put_values(struct ct_session *s, struct ct_proc *p, const struct ct_
 		return;
 	s->py->ops.captured += cap != NULL;
 	ct_py_captured_begin(p->pid, cap);
-	ct_opvals_describe(s->py->vals, p->pid, &p->py, p->torch_layout, vals, &v);
+	ct_opvals_describe(s->py->vals, p->pid, &p->py, p->torch_layout, &p->spec_layout, vals, &v);
 	ct_py_captured_end();
 	for (int i = 0; !cap && !p->spec_layout.dtensor && i < v.n; i++)
 		if (v.v[i].placements && !strcmp(v.v[i].kind, "DTensor"))

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,9 +24,28 @@ struct type_slot {
 	bool tensor;
 };
 
+/*
+ * A DTensor's placements and mesh as described from its spec (a DTensorSpec, immutable, and
+ * mostly one of the few that torch's sharding propagation caches), with what they were
+ * made of: the spec's first fields (its mesh and placements among them), the placements
+ * tuple's items and each placement's type and field (Shard's dim: a small int, immortal).
+ * The same spec address with all of those the same has the same placements and mesh.
+ */
+#define DIST_CACHE  512 /* (pid, spec) slots, direct-mapped */
+#define DIST_FIELDS 4	/* the spec's fields compared */
+#define DIST_SIG    (DIST_FIELDS + 1 + 2 * CT_CAP_ITEMS)
+
+struct dist_slot {
+	pid_t pid;
+	uint64_t spec;
+	uint64_t sig[DIST_SIG];
+	const char *placements, *mesh; /* interned */
+};
+
 struct ct_opvals_cache {
 	struct type_slot slots[TYPE_CACHE];
 	struct ct_mesh_memo mesh; /* the mesh described last: mostly the only one */
+	struct dist_slot dist[DIST_CACHE];
 };
 
 struct ct_opvals_cache *ct_opvals_cache_new(void)
@@ -123,9 +143,50 @@ static bool head_alive(const uint64_t *head, const struct ct_op_val *r)
 	return head[1] == r->type && head[0] >= 1 && head[0] <= UINT32_MAX;
 }
 
+/*
+ * What the DTensor at obj's placements and mesh are made of (struct dist_slot), where sl
+ * says where a DTensor keeps its spec and a spec its placements: its spec's address, then
+ * 0; -errno where that is not known or could not be read.
+ */
+static int dist_sig(pid_t pid, const struct ct_py_offsets *o, const struct ct_spec_bpf *sl,
+		    uint64_t obj, uint64_t *spec, uint64_t *sig)
+{
+	const struct ct_py_objoffsets *oo = ct_py_objoffsets_for(o->major, o->minor);
+	uint64_t n = 0, items[CT_CAP_ITEMS];
+	int err;
+
+	memset(sig, 0, DIST_SIG * sizeof(*sig));
+	if (!oo || !sl->dtensor || !sl->type)
+		return -ENOTSUP;
+	err = ct_py_read_mem(pid, obj + sl->dtensor_spec, spec, sizeof(*spec));
+	if (!err)
+		err = ct_py_read_mem(pid, *spec + sl->item, sig, DIST_FIELDS * sizeof(*sig));
+	if (!err)
+		err = ct_py_read_mem(pid, *spec + sl->slot, &sig[DIST_FIELDS], sizeof(*sig));
+	if (!err)
+		err = ct_py_read_mem(pid, sig[DIST_FIELDS] + oo->var_size, &n, sizeof(n));
+	if (!err && n > CT_CAP_ITEMS)
+		err = -E2BIG;
+	if (!err && n)
+		err = ct_py_read_mem(pid, sig[DIST_FIELDS] + oo->tuple_items, items, n * 8);
+	for (uint64_t k = 0; !err && k < n; k++) {
+		err = ct_py_read_mem(pid, items[k] + o->object_type, &sig[DIST_FIELDS + 1 + 2 * k],
+				     sizeof(*sig));
+		if (!err)
+			err = ct_py_read_mem(pid, items[k] + sl->item,
+					     &sig[DIST_FIELDS + 2 + 2 * k], sizeof(*sig));
+	}
+	return err;
+}
+
+static struct dist_slot *dist_slot(struct ct_opvals_cache *c, pid_t pid, uint64_t spec)
+{
+	return &c->dist[ct_hash_mix(spec, (uint64_t)pid) % DIST_CACHE];
+}
+
 void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_pyproc *py,
-			const struct ct_torch_layout *tl, const struct ct_op_vals *raw,
-			struct ct_values *out)
+			const struct ct_torch_layout *tl, const struct ct_spec_bpf *sl,
+			const struct ct_op_vals *raw, struct ct_values *out)
 {
 	_Static_assert(CT_VALUE_DIMS == CT_OP_DIMS && CT_VALUES_MAX == CT_OP_VALS,
 		       "tree.h and abi.h agree");
@@ -160,11 +221,29 @@ void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_py
 		 */
 		dtensor[i] = !strcmp(t->kind, "DTensor");
 		if (!ct_py_read_mem(pid, r->obj, head, sizeof(head)) && head_alive(head, r)) {
-			if (!ct_tensor_dist(pid, &py->offsets, tl, r->obj, &c->mesh, pl, sizeof(pl),
-					    mesh, sizeof(mesh)))
-				v->mesh = ct_intern(mesh);
-			if (pl[0])
-				v->placements = ct_intern(pl);
+			uint64_t spec = 0, sig[DIST_SIG];
+			bool signed_ =
+			    dtensor[i] && !dist_sig(pid, &py->offsets, sl, r->obj, &spec, sig);
+			struct dist_slot *d = signed_ ? dist_slot(c, pid, spec) : NULL;
+
+			if (d && d->pid == pid && d->spec == spec &&
+			    !memcmp(d->sig, sig, sizeof(sig))) {
+				v->placements = d->placements;
+				v->mesh = d->mesh;
+			} else {
+				if (!ct_tensor_dist(pid, &py->offsets, tl, r->obj, &c->mesh, pl,
+						    sizeof(pl), mesh, sizeof(mesh)))
+					v->mesh = ct_intern(mesh);
+				if (pl[0])
+					v->placements = ct_intern(pl);
+				if (d && v->placements && v->mesh) {
+					*d = (struct dist_slot){.pid = pid,
+								.spec = spec,
+								.placements = v->placements,
+								.mesh = v->mesh};
+					memcpy(d->sig, sig, sizeof(sig));
+				}
+			}
 			idx[nread] = i;
 			addrs[nread++] = r->obj;
 			continue;

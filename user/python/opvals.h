@@ -33,10 +33,14 @@ int ct_opval_shape(const struct ct_op_val *r, int64_t *shape);
 struct ct_opvals_cache *ct_opvals_cache_new(void);
 void ct_opvals_cache_free(struct ct_opvals_cache *c);
 
-/* Describe raw (from process pid, interpreter py, torch layout tl or NULL) into out
- * (zeroed first). */
+/*
+ * Describe raw (from process pid, interpreter py, torch layout tl or NULL) into out (zeroed
+ * first). sl: where the process's DTensors keep their spec and its placements (0: not
+ * measured), by which a DTensor whose spec and placements are made of the same objects as
+ * one described before is named from a cache, without reading its attributes.
+ */
 void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_pyproc *py,
-			const struct ct_torch_layout *tl, const struct ct_op_vals *raw,
-			struct ct_values *out);
+			const struct ct_torch_layout *tl, const struct ct_spec_bpf *sl,
+			const struct ct_op_vals *raw, struct ct_values *out);
 
 #endif
