@@ -70,8 +70,7 @@ static void emit_tree_node(struct ct_chrome *c, const struct ct_tree *tr, int32_
 		       ",\"phase\":\"%s\",\"tree_node\":%d,\"parent_node\":%d,\"depth\":%d,"
 		       "\"extent\":\"%s\"}}",
 		       n->phase == CT_PHASE_BACKWARD ? "backward" : "forward", i, n->parent,
-		       n->depth,
-		       n->duration ? "entry to exit" : "first to last descendant collective");
+		       n->depth, n->duration ? "entry to exit" : "first to last descendant call");
 	if (ch_emit(c, start))
 		c->tree_slices++;
 	else
@@ -79,10 +78,11 @@ static void emit_tree_node(struct ct_chrome *c, const struct ct_tree *tr, int32_
 }
 
 /*
- * Module/op/redistribute slices of one process: each spans its written descendant
- * collectives. The tree is built per thread, so a node's collectives share one track;
- * the nesting check still runs, and a node that would partially overlap is left out
- * (counted in metadata.tree_slices_dropped) rather than break the track.
+ * Module/op/redistribute slices of one process: each from its entry to its exit where
+ * --ops saw them, else spanning its written descendant collectives and timed calls (on
+ * torch 2.x --ops sees ops, not modules, enter). The tree is built per thread, so a node's
+ * collectives share one track; the nesting check still runs, and a node that would partially
+ * overlap is left out (counted in metadata.tree_slices_dropped) rather than break the track.
  */
 void ch_emit_tree(struct ct_chrome *c, struct ct_proc *p, struct cproc *cp)
 {
@@ -114,14 +114,19 @@ void ch_emit_tree(struct ct_chrome *c, struct ct_proc *p, struct cproc *cp)
 			tid[i] = nd->tid;
 		}
 	}
-	for (int32_t i = 0; i < n && i < cp->node_cap; i++) {
+	for (int32_t i = 0; i < n; i++) {
 		const struct ct_node *nd = &tr->nodes[i];
 
-		if (nd->type != CT_NODE_COLLECTIVE || !cp->node_end[i])
+		if (nd->type == CT_NODE_COLLECTIVE) {
+			if (i >= cp->node_cap || !cp->node_end[i])
+				continue;
+			st[i] = nd->ts;
+			en[i] = cp->node_end[i];
+			tid[i] = nd->tid;
+		} else if (!nd->duration) {
 			continue;
-		st[i] = nd->ts;
-		en[i] = cp->node_end[i];
-		tid[i] = nd->tid;
+		}
+		/* its ancestors span it (those --ops saw no entry of: torch 2.x's modules) */
 		for (int32_t a = nd->parent; a >= 0; a = tr->nodes[a].parent) {
 			if (nd->ts < st[a])
 				st[a] = nd->ts;
