@@ -238,6 +238,22 @@ int ct_bpf_open_load(struct ct_session *s, ring_buffer_sample_fn on_record)
 				bpf_program__set_autoload(sess[i], false);
 		}
 	}
+	/* --ops' programs are loaded only where they run (--check: all): verifying them took
+	 * the tracer about half a second */
+	{
+		bool ops = s->opts->ops || s->opts->check,
+		     pair = s->opts->check || !s->uprobe_session;
+		struct bpf_program *ops_progs[] = {skel->progs.ct_py_session,
+						   skel->progs.ct_dispatch_session,
+						   skel->progs.ct_gradfn};
+		struct bpf_program *pair_progs[] = {skel->progs.ct_py_enter, skel->progs.ct_py_exit,
+						    skel->progs.ct_dispatch};
+
+		for (size_t i = 0; i < ARRAY_LEN(ops_progs) && !ops; i++)
+			bpf_program__set_autoload(ops_progs[i], false);
+		for (size_t i = 0; i < ARRAY_LEN(pair_progs) && !(ops && pair); i++)
+			bpf_program__set_autoload(pair_progs[i], false);
+	}
 	ct_info("commtrace: probes attach as %s%s\n",
 		s->uprobe_multi ? "uprobe_multi links" : "one perf-event link each",
 		s->uprobe_session ? ", the interpreter's (--ops) as a uprobe session" : "");
