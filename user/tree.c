@@ -350,6 +350,8 @@ static int32_t enter_under(struct ct_tree *t, int32_t parent, uint32_t tid, uint
 	t->nodes[node].self = self;
 	t->nodes[node].tid = tid;
 	t->nodes[node].ts = ts;
+	if (parent >= 0) /* a call inside a backward op is the backward's */
+		t->nodes[node].phase = t->nodes[parent].phase;
 	return node;
 }
 

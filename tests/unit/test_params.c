@@ -262,10 +262,16 @@ TEST(tree_ops_by_path)
 	if (ASSERT_TRUE(m >= 0, "made"))
 		ASSERT_EQ(t.nodes[t.nodes[t.nodes[m].parent].parent].parent,
 			  t.nodes[t.nodes[t.nodes[n[0]].parent].parent].parent, "one root");
-	/* a backward op, then the same forward again: a new root */
+	/* a backward op (and one it dispatches), then the same forward again: a new root */
 	b = ct_tree_enter_beside(&t, 9, path, 2, CT_NODE_OP, "aten.mm.default", 5, 0, 3000);
 	ct_tree_hold(&t, 9, b);
+	m = ct_tree_enter(&t, 9, CT_NODE_OP, "aten.empty_strided.default", 6, 7, 3000);
+	ct_tree_exit(&t, 9, m, 3001);
 	ct_tree_exit(&t, 9, b, 3001);
+	if (ASSERT_TRUE(m >= 0, "made")) {
+		ASSERT_EQ(t.nodes[m].parent, b, "an op inside it: under it");
+		ASSERT_EQ(t.nodes[m].phase, CT_PHASE_BACKWARD, "and the backward's");
+	}
 	path[1] = (struct ct_tree_frame){
 	    .type = CT_NODE_MODULE, .name = "layers.0", .code = 2, .self = 20, .instr = 8};
 	path[2].self = 30;
