@@ -13,6 +13,7 @@ from collections import Counter
 import pytest
 
 from conftest import free_port, load_trace_json, read_pid, run_tracer, touch, wait_files
+from test_chrome import check_perfetto_rules, encloses, load_chrome
 
 MODELS = ["mlp", "mlp_list", "transformer", "transformer_sp"]
 STEPS = 2
@@ -317,6 +318,32 @@ def test_ops_optimizer_step_after_backward(bpf, torch2_root, reaper, start_trace
                         for op, n in phases.get("backward", {}).items()
                         if op not in TRIVIAL_OPS})
         assert ours == want and sum(want.values()) == 10, (ours, want)
+
+
+def test_ops_timeline_modules_span_their_ops(bpf, torch2_root, reaper, start_tracer, tmp_path,
+                                             work):
+    """Seen at their dispatch, ops have entries and exits and modules do not: on the Chrome
+    timeline each module of the MLP spans its ops, forward and backward, on the rank's
+    main thread."""
+    chrome = tmp_path / "trace.chrome.json"
+    js = traced(reaper, torch2_root, start_tracer, tmp_path, work, "mlp", "--ops", "--chrome",
+                chrome, linger=4)
+    assert js["ops"]["seen_at"] == "dispatch", js["ops"]
+    doc = load_chrome(chrome)
+    tracks = check_perfetto_rules(doc)
+    for p in js["processes"]:
+        pid = p["pid"]
+        xs = tracks[(pid, pid)]
+        mods = {m: [e for e in xs if e["name"] == f"Module({m})"] for m in ("fc1", "fc2")}
+        for m, slices in mods.items():
+            phases = Counter(e["args"]["phase"] for e in slices)
+            assert phases == {"forward": STEPS, "backward": STEPS}, (m, phases)
+            assert all(e["args"]["extent"] == "first to last descendant call" and e["dur"] > 0
+                       for e in slices), slices
+        mms = [e for e in xs if e["name"] in ("Op(aten.addmm.default)", "Op(aten.mm.default)")]
+        assert len(mms) >= 4 * STEPS, mms
+        for e in mms:
+            assert any(encloses(m, e) for ms in mods.values() for m in ms), e
 
 
 def redistributions(node):
