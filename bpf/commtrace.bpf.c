@@ -225,6 +225,29 @@ static __always_inline __u32 pop_stale(struct ct_thread *t, __u64 sp)
 	return t->depth;
 }
 
+/*
+ * A record of full bytes whose last member is py, sent with the frames it holds. A Python
+ * stack with a code object user space has not resolved yet is resolved by reading the live
+ * process: that record must not wait for the next poll, by which time the process may be
+ * gone. Forced: the default wakes the reader only if nothing unread is before this record,
+ * and batched returns usually are. A stack of known code objects (checked at capture) waits
+ * like any other record.
+ */
+static __always_inline long output_with_stack(void *ev, __u64 full, const struct ct_pystack *py)
+{
+	__u64 n = py->nframes, size;
+
+	if (n > CT_PY_MAX_FRAMES)
+		n = CT_PY_MAX_FRAMES;
+	size = full - sizeof(struct ct_pyframe_raw) * (CT_PY_MAX_FRAMES - n);
+	asm volatile("" : "+r"(size));
+	if (size > full)
+		size = full;
+	return bpf_ringbuf_output(&events, ev, size,
+				  n && !(py->flags & CT_PYS_KNOWN) ? BPF_RB_FORCE_WAKEUP
+								   : wakeup_flag());
+}
+
 /* Call records carry a Python stack of up to 3 KiB: built here, then copied to the ring. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -236,9 +259,9 @@ struct {
 SEC("uprobe")
 int ct_entry(struct pt_regs *ctx)
 {
-	__u32 probe_id = (__u32)bpf_get_attach_cookie(ctx), zero = 0, depth, n;
+	__u32 probe_id = (__u32)bpf_get_attach_cookie(ctx), zero = 0, depth;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 ts = bpf_ktime_get_ns(), sp = PT_REGS_SP(ctx), size;
+	__u64 ts = bpf_ktime_get_ns(), sp = PT_REGS_SP(ctx);
 	const struct ct_probe_spec *spec;
 	struct ct_call_event *ev;
 	struct ct_vals *v;
@@ -280,23 +303,7 @@ int ct_entry(struct pt_regs *ctx)
 			ev->py.flags &= ~CT_PYS_KNOWN;
 	} else
 		ev->py.nframes = ev->py.flags = 0;
-	n = ev->py.nframes;
-	if (n > CT_PY_MAX_FRAMES)
-		n = CT_PY_MAX_FRAMES;
-	size = CT_CALL_EVENT_SIZE(n);
-	asm volatile("" : "+r"(size));
-	if (size > sizeof(*ev))
-		size = sizeof(*ev);
-	/*
-	 * A Python stack with a code object user space has not resolved yet is resolved by
-	 * reading the live process: that record must not wait for the next poll, by which
-	 * time the process may be gone. Forced: the default wakes the reader only if nothing
-	 * unread is before this record, and batched returns usually are. A stack of known
-	 * code objects (checked at capture) waits like any other record.
-	 */
-	emitted = bpf_ringbuf_output(&events, ev, size,
-				     n && !(ev->py.flags & CT_PYS_KNOWN) ? BPF_RB_FORCE_WAKEUP
-									 : wakeup_flag()) == 0;
+	emitted = output_with_stack(ev, sizeof(*ev), &ev->py) == 0;
 	if (!emitted)
 		count_drop(CT_DROP_RINGBUF);
 

@@ -282,9 +282,9 @@ static __always_inline bool walk_wants_capture(void)
  */
 static __always_inline bool dispatch_enter(struct pt_regs *ctx)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid(), sp = PT_REGS_SP(ctx), ts, size;
+	__u64 pid_tgid = bpf_get_current_pid_tgid(), sp = PT_REGS_SP(ctx), ts;
 	__u64 overloaded = PT_REGS_PARM1(ctx), args = PT_REGS_PARM3(ctx), op = ctx->r9;
-	__u32 tgid = pid_tgid >> 32, zero = 0, which = 0, n;
+	__u32 tgid = pid_tgid >> 32, zero = 0, which = 0;
 	struct ct_pyproc_bpf *pp = bpf_map_lookup_elem(&pyprocs, &tgid);
 	struct ct_dispatch_event *ev = bpf_map_lookup_elem(&dispbuf, &zero);
 	struct op_entry e = {};
@@ -309,16 +309,7 @@ static __always_inline bool dispatch_enter(struct pt_regs *ctx)
 	/* a redistribution's specs are read live: the capture above has this record's time */
 	if (walk_wants_capture())
 		ev->py.flags &= ~CT_PYS_KNOWN;
-	n = ev->py.nframes;
-	if (n > CT_PY_MAX_FRAMES)
-		n = CT_PY_MAX_FRAMES;
-	size = CT_DISPATCH_EVENT_SIZE(n);
-	asm volatile("" : "+r"(size));
-	if (size > sizeof(*ev))
-		size = sizeof(*ev);
-	if (bpf_ringbuf_output(&events, ev, size,
-			       n && !(ev->py.flags & CT_PYS_KNOWN) ? BPF_RB_FORCE_WAKEUP
-								   : wakeup_flag()))
+	if (output_with_stack(ev, sizeof(*ev), &ev->py))
 		count_drop(CT_DROP_OPS);
 	return true;
 }
