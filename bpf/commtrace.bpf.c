@@ -295,6 +295,8 @@ int ct_entry(struct pt_regs *ctx)
 		__builtin_memcpy(ev->val, v->v, sizeof(ev->val));
 	else
 		__builtin_memset(ev->val, 0, sizeof(ev->val));
+	if (spec->flags & CT_PF_POINT) /* just after a call: its result */
+		ev->val[CT_V_OUT] = PT_REGS_RC(ctx);
 	/* The stack of the outermost traced call says who asked; nested ones share it. */
 	if (depth == 0) {
 		walk_python(pid_tgid >> 32, (__u32)pid_tgid, sp, &ev->py);
@@ -306,6 +308,8 @@ int ct_entry(struct pt_regs *ctx)
 	emitted = output_with_stack(ev, sizeof(*ev), &ev->py) == 0;
 	if (!emitted)
 		count_drop(CT_DROP_RINGBUF);
+	if (spec->flags & CT_PF_POINT)
+		return 0; /* no return to wait for */
 
 	if (depth < CT_MAX_DEPTH) {
 		__u32 d = depth;

@@ -503,11 +503,21 @@ static int attach_pair(struct ct_session *s, struct bpf_program *entry, struct b
 	return err;
 }
 
-int ct_bpf_attach_funcs(struct ct_session *s, pid_t pid, const char *path, const uint64_t *offs,
-			const uint64_t *cookies, size_t n, struct ct_links *out)
+/* Entry and return probes, or (points) the entry program alone. */
+static int attach_func_set(struct ct_session *s, const char *path, const uint64_t *offs,
+			   const uint64_t *cookies, size_t n, bool points, pid_t pid,
+			   struct ct_links *out)
 {
 	struct bpf_program *entry = s->skel->progs.ct_entry, *exit = s->skel->progs.ct_exit;
-	int err = n ? attach_pair(s, entry, exit, path, offs, cookies, n, pid, out) : 0, done = 0;
+
+	return points ? attach_prog(s, entry, path, offs, cookies, n, false, pid, out)
+		      : attach_pair(s, entry, exit, path, offs, cookies, n, pid, out);
+}
+
+int ct_bpf_attach_funcs(struct ct_session *s, pid_t pid, const char *path, const uint64_t *offs,
+			const uint64_t *cookies, size_t n, bool points, struct ct_links *out)
+{
+	int err = n ? attach_func_set(s, path, offs, cookies, n, points, pid, out) : 0, done = 0;
 	char who[32] = "every process";
 
 	if (!err)
@@ -516,7 +526,7 @@ int ct_bpf_attach_funcs(struct ct_session *s, pid_t pid, const char *path, const
 		snprintf(who, sizeof(who), "pid %d", pid);
 	/* One bad function refuses the whole set: find it, keep the others. */
 	for (size_t i = 0; err && err != -ESRCH && err != -ENOENT && i < n; i++) {
-		int e = attach_pair(s, entry, exit, path, &offs[i], &cookies[i], 1, pid, out);
+		int e = attach_func_set(s, path, &offs[i], &cookies[i], 1, points, pid, out);
 		const struct ct_func *fn = ct_catalog_func((uint32_t)cookies[i], NULL);
 
 		if (e == -ESRCH || e == -ENOENT) {

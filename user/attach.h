@@ -48,13 +48,14 @@ void ct_links_wait(void);
  */
 int ct_bpf_open_load(struct ct_session *s, ring_buffer_sample_fn on_record);
 /*
- * Entry and return probes at the n file offsets of path, with the catalog's probe ids as
- * cookies, for pid (-1: every process, filtered in BPF by the traced set), links added to
- * out. The number of functions probed (a function the kernel refuses is left out, said on
- * stderr), or -ESRCH/-ENOENT when the process is gone.
+ * Entry and return probes at the n file offsets of path (points: one probe each, inside
+ * the function, CT_PF_POINT), with the catalog's probe ids as cookies, for pid (-1: every
+ * process, filtered in BPF by the traced set), links added to out. The number of functions
+ * probed (a function the kernel refuses is left out, said on stderr), or -ESRCH/-ENOENT
+ * when the process is gone.
  */
 int ct_bpf_attach_funcs(struct ct_session *s, pid_t pid, const char *path, const uint64_t *offs,
-			const uint64_t *cookies, size_t n, struct ct_links *out);
+			const uint64_t *cookies, size_t n, bool points, struct ct_links *out);
 /* A file-wide entry probe on the dynamic linker's _dl_debug_state at file offset off. */
 int ct_bpf_attach_ldso(struct ct_session *s, const char *path, uint64_t off);
 int ct_bpf_trace_pid(struct ct_session *s, pid_t pid);

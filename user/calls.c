@@ -241,6 +241,8 @@ void ct_calls_on_call(struct ct_session *s, const struct ct_call_event *ev,
 	if (fn->kind == CT_K_AUTOGRAD_CTX) { /* not a collective: no statistics, no report */
 		if (ev->hdr.depth == 0 && ev->py.nframes)
 			ct_py_ctx_enter(s, p, ev);
+		if (fn->flags & CT_PF_POINT) /* probed after the ctx's allocation: it is here */
+			ct_py_ctx_created(s, p, ev->hdr.tid, ev->val[CT_V_OUT]);
 		return;
 	}
 	k.p = p;

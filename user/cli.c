@@ -89,6 +89,8 @@ static const char usage_text[] =
     "(Linux 6.13+).\n"
     "COMMTRACE_FILE_WIDE=N: with -p, a library file that N or more of the processes map\n"
     "(default 4) is probed once for all processes, filtered in BPF; 0: per process.\n"
+    "COMMTRACE_PROBE_INSIDE=0: THPFunction_new is probed at its entry and return (two hits\n"
+    "per autograd ctx) instead of once inside, just after the ctx's allocation.\n"
     "\n"
     "Examples:\n"
     "  sudo commtrace-bpf -p 4242                     # trace a running rank until Ctrl-C\n"

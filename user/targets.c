@@ -100,6 +100,35 @@ static void file_free(struct ct_file *f)
 	free(f);
 }
 
+/*
+ * A function probed inside (struct ct_point) where its bytes are found: its entry moved
+ * there and the same symbol's entry-and-return form dropped; else the point form dropped.
+ */
+static void place_point(struct ct_elf *e, const struct ct_libdesc *d, size_t i,
+			struct ct_sym_found *funcs)
+{
+	const struct ct_point *pt = d->funcs[i].point;
+	const char *env = getenv("COMMTRACE_PROBE_INSIDE");
+	uint8_t code[256];
+	size_t span = (size_t)pt->within + pt->len;
+	int at = -1;
+
+	if ((!env || strcmp(env, "0") != 0) && span <= sizeof(code) &&
+	    !ct_elf_read_vaddr(e, funcs[i].addr, code, span))
+		for (int k = 0; k <= pt->within && at < 0; k++)
+			if (memcmp(code + k, pt->bytes, pt->len) == 0)
+				at = k + pt->at;
+	if (at < 0) {
+		funcs[i].found = false;
+		return;
+	}
+	funcs[i].file_off += (uint64_t)at;
+	for (size_t j = 0; j < d->n_funcs; j++)
+		if (j != i && !d->funcs[j].point &&
+		    strcmp(d->funcs[j].symbol, d->funcs[i].symbol) == 0)
+			funcs[j].found = false;
+}
+
 struct ct_file *ct_file_get(struct ct_session *s, const char *path, const struct ct_libdesc *d,
 			    char *err, size_t errlen)
 {
@@ -148,6 +177,9 @@ struct ct_file *ct_file_get(struct ct_session *s, const char *path, const struct
 	f->ops = calloc(no ? no : 1, sizeof(*f->ops));
 	if (!f->funcs || !f->dtypes || !f->ops)
 		goto fail;
+	for (size_t i = 0; i < nf; i++)
+		if (d->funcs[i].point && found[i].found)
+			place_point(e, d, i, found);
 	for (size_t i = 0; i < nf; i++) {
 		f->funcs[i] = found[i];
 		if (!found[i].found)
@@ -157,7 +189,8 @@ struct ct_file *ct_file_get(struct ct_session *s, const char *path, const struct
 		 * after it is usually emulated (~0.7 µs). endbr64 changes no register,
 		 * so arguments and the return address are the same 4 bytes later.
 		 */
-		f->funcs[i].file_off += ct_elf_endbr_len(e, found[i].addr);
+		if (!d->funcs[i].point)
+			f->funcs[i].file_off += ct_elf_endbr_len(e, found[i].addr);
 		f->n_found++;
 	}
 	memcpy(f->dtypes, found + nf, nd * sizeof(*found));
@@ -365,21 +398,26 @@ static int attach_file(struct ct_session *s, struct ct_proc *p, struct ct_file *
 {
 	const struct ct_libdesc *d = f->desc;
 	uint64_t *offs = calloc(2 * d->n_funcs + 1, sizeof(*offs)), *cookies;
-	size_t n = 0;
-	int rc;
+	int rc = 0, done = 0;
 
 	if (!offs)
 		return -ENOMEM;
 	cookies = offs + d->n_funcs;
-	for (size_t i = 0; i < d->n_funcs; i++)
-		if (f->funcs[i].found) {
-			offs[n] = f->funcs[i].file_off;
-			cookies[n++] = ct_catalog_base(d) + i;
-		}
-	rc = ct_bpf_attach_funcs(s, p ? p->pid : -1, path, offs, cookies, n,
-				 p ? &p->links : &f->links);
+	/* entry and return probes, then the probes inside functions (CT_PF_POINT) */
+	for (int point = 0; point < 2 && rc >= 0; point++) {
+		size_t n = 0;
+
+		for (size_t i = 0; i < d->n_funcs; i++)
+			if (f->funcs[i].found && !d->funcs[i].point == !point) {
+				offs[n] = f->funcs[i].file_off;
+				cookies[n++] = ct_catalog_base(d) + i;
+			}
+		rc = ct_bpf_attach_funcs(s, p ? p->pid : -1, path, offs, cookies, n, point,
+					 p ? &p->links : &f->links);
+		done += rc > 0 ? rc : 0;
+	}
 	free(offs);
-	return rc;
+	return rc < 0 ? rc : done;
 }
 
 /* A probe on the executable's entry point: all its startup libraries are mapped then. */

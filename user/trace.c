@@ -60,13 +60,15 @@ static void print_probe(const struct ct_libdesc *d, const struct ct_file *f, con
 {
 	for (size_t i = 0; i < d->n_funcs; i++) {
 		const struct ct_sym_found *s = &f->funcs[i];
+		/* at its entry and return, or once inside it (struct ct_point) */
+		const char *at = d->funcs[i].point ? "inside" : "entry";
 
 		if (!s->found)
 			continue;
 		printf("probe lib=%s function=%s symbol=%s addr=0x%llx offset=0x%llx aliases=%d "
-		       "file=%s\n",
+		       "at=%s file=%s\n",
 		       d->name, d->funcs[i].name, s->symbol, (unsigned long long)s->addr,
-		       (unsigned long long)s->file_off, s->n_aliases, shown);
+		       (unsigned long long)s->file_off, s->n_aliases, at, shown);
 	}
 }
 

@@ -135,6 +135,9 @@ static inline int ct_loc_phase(__u8 op)
 #define CT_PF_OUT_PTR	  (1u << 1) /* at return, read the u64 at val[CT_V_OUT] into ret.out */
 #define CT_PF_COMM_INIT	  (1u << 2) /* at return, remember out → {size, rank} in comm_info */
 #define CT_PF_SIGNED_PEER (1u << 3)
+/* Probed inside the function, just after a call (struct ct_point): one hit, no return
+ * probe; val[CT_V_OUT] is that call's result (rax). */
+#define CT_PF_POINT	  (1u << 4)
 
 struct ct_probe_spec {
 	__u8 lib;  /* enum ct_lib */

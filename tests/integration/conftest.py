@@ -7,6 +7,7 @@ usable; tests of argument handling, --help and --dry-run need no BPF and always 
 """
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -518,3 +519,38 @@ def torch2_root():
     r.setup()
     yield r
     r.teardown()
+
+
+def ctx_probe_lines(lib, env=None):
+    """--dry-run's probe line for THPFunction_new in lib."""
+    r = run_tracer(["--dry-run", "--lib", lib], env=env)
+    assert r.returncode == 0, r.stderr
+    lines = [l for l in r.stdout.splitlines() if " function=THPFunction_new " in l]
+    assert len(lines) == 1, f"THPFunction_new probed {len(lines)} times: {r.stdout}"
+    m = re.search(r" addr=0x([0-9a-f]+) offset=0x([0-9a-f]+) .* at=(\S+) ", lines[0])
+    assert m, lines[0]
+    return int(m[1], 16), int(m[2], 16), m[3]
+
+
+def check_ctx_probe(lib):
+    """THPFunction_new (an autograd ctx's birth) is probed once, inside, on the je that tests
+    the result of its call of type->tp_alloc, as objdump decodes the function; with
+    COMMTRACE_PROBE_INSIDE=0 at its entry (and return), past an endbr64."""
+    addr, off, at = ctx_probe_lines(lib)
+    assert at == "inside"
+    dis = subprocess.run(["objdump", "-d", f"--start-address={addr:#x}",
+                          f"--stop-address={addr + 64:#x}", str(lib)],
+                         capture_output=True, text=True, check=True, timeout=120).stdout
+    insns = []  # (vaddr, text): a long instruction's continuation lines carry no text
+    for line in dis.splitlines():
+        f = line.split("\t")
+        if len(f) == 3 and re.fullmatch(r"\s*[0-9a-f]+:", f[0]):
+            insns.append((int(f[0].strip(" :"), 16), " ".join(f[2].split())))
+    calls = [k for k, (_, t) in enumerate(insns) if t == "call *0x130(%rdi)"]
+    k = calls[0] + 2 if len(calls) == 1 else 0
+    assert k and insns[k - 1][1] == "test %rax,%rax" and insns[k][1].startswith("je "), insns
+    entry_addr, entry_off, entry_at = ctx_probe_lines(
+        lib, env=dict(os.environ, COMMTRACE_PROBE_INSIDE="0"))
+    assert (entry_addr, entry_at) == (addr, "entry")
+    skip = insns[1][0] - addr if insns[0][1] == "endbr64" else 0
+    assert off - (entry_off - skip) == insns[k][0] - addr, (off, entry_off, insns)

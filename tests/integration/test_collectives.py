@@ -500,7 +500,7 @@ NCCL_FUNCTIONS = ("ncclAllReduce", "ncclBroadcast", "ncclReduce", "ncclAllGather
                   "ncclCommInitRankConfig", "ncclCommInitAll", "ncclCommSplit",
                   "ncclCommDestroy", "ncclCommAbort")
 PROBE_RE = re.compile(r"^probe lib=(\S+) function=(\S+) symbol=(\S+) addr=0x([0-9a-fA-F]+) "
-                      r"offset=0x([0-9a-fA-F]+) aliases=(\d+) file=(.+)$")
+                      r"offset=0x([0-9a-fA-F]+) aliases=(\d+) at=(?:entry|inside) file=(.+)$")
 
 
 def elf_truth(path):

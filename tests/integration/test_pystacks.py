@@ -4,12 +4,13 @@ seed 000's table and JSON. Real ranks, real interpreters, exact answers."""
 import json
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import (PYTHON, REPO, free_port, load_trace_json, read_pid, run_tracer, touch,
-                      wait_files, wait_proc)
+from conftest import (PYTHON, REPO, check_ctx_probe, free_port, load_trace_json, read_pid,
+                      run_tracer, touch, wait_files, wait_proc)
 
 WORKLOADS = REPO / "tests" / "workloads"
 GOLDEN = REPO / "tests" / "golden" / "pystacks"
@@ -35,7 +36,7 @@ def start_ranks(reaper, tmp_path, script, *args, world=2):
     return procs
 
 
-def trace_ranks(reaper, start_tracer, tmp_path, script, *args, extra=()):
+def trace_ranks(reaper, start_tracer, tmp_path, script, *args, extra=(), env=None):
     """Start the ranks, attach once they wait, let them go, return (json, tracer)."""
     wait, expect, out = tmp_path / "go", tmp_path / "expect", tmp_path / "trace.json"
     procs = start_ranks(reaper, tmp_path, script, *args, "--wait-file", wait,
@@ -43,7 +44,7 @@ def trace_ranks(reaper, start_tracer, tmp_path, script, *args, extra=()):
     pid_files = [f"{wait}.pid.{r}" for r in range(len(procs))]
     wait_files(pid_files, timeout=120, procs=procs)
     pids = [read_pid(f) for f in pid_files]
-    tr = start_tracer(["-p", ",".join(map(str, pids)), "--json", out, *extra])
+    tr = start_tracer(["-p", ",".join(map(str, pids)), "--json", out, *extra], env=env)
     tr.wait_attached()
     touch(wait)
     for r, p in enumerate(procs):
@@ -76,10 +77,20 @@ def label(r):
     return f"Collective({r['collective_type']})"
 
 
-def test_seed000_mlp_forward_backward(bpf, torch_available, reaper, start_tracer, tmp_path):
+def test_autograd_ctx_probed_inside(torch_available):
+    r = subprocess.run([PYTHON, "-c", "import os, torch; print(os.path.dirname(torch.__file__))"],
+                       capture_output=True, text=True, check=True, timeout=120)
+    check_ctx_probe(Path(r.stdout.strip()) / "lib" / "libtorch_python.so")
+
+
+# inside: one probe a ctx, after its allocation; entry: THPFunction_new's entry and return
+@pytest.mark.parametrize("probe", ["inside", "entry"])
+def test_seed000_mlp_forward_backward(bpf, torch_available, reaper, start_tracer, tmp_path,
+                                      probe):
     forwards = 3
+    env = dict(os.environ, COMMTRACE_PROBE_INSIDE="0" if probe == "entry" else "1")
     js, pids, _ = trace_ranks(reaper, start_tracer, tmp_path, "seed000_mlp.py",
-                              "--forwards", forwards, "--backward", "--linger", 1)
+                              "--forwards", forwards, "--backward", "--linger", 1, env=env)
     for rank, pid in enumerate(pids):
         ledger = json.loads((tmp_path / f"expect.{rank}").read_text())
         dbg = debug_of(js, pid)

@@ -12,7 +12,8 @@ from collections import Counter
 
 import pytest
 
-from conftest import free_port, load_trace_json, read_pid, run_tracer, touch, wait_files
+from conftest import (check_ctx_probe, free_port, load_trace_json, read_pid, run_tracer, touch,
+                      wait_files)
 from test_chrome import check_perfetto_rules, encloses, load_chrome
 
 MODELS = ["mlp", "mlp_list", "transformer", "transformer_sp"]
@@ -52,16 +53,18 @@ def oracle(reaper, root, tmp_inner, model, *extra):
     return [json.loads(root.host(f"{expect}.{r}").read_text()) for r in (0, 1)]
 
 
-def traced(reaper, root, start_tracer, tmp_path, tmp_inner, model, *args, linger=1, extra=()):
+def traced(reaper, root, start_tracer, tmp_path, tmp_inner, model, *args, linger=1, extra=(),
+           env=None):
     """The same model run bare (with the workload's extra options), commtrace attached by
-    pid while it waits; the JSON report."""
+    pid while it waits (env: the tracer's); the JSON report."""
     wait = f"{tmp_inner}/go"
     procs = run_ranks(reaper, root, tmp_inner, model, "--wait-file", wait, "--linger", linger,
                       *extra)
     pids = [root.host(f"{wait}.pid.{r}") for r in (0, 1)]
     wait_files(pids, timeout=RANK_TIMEOUT, procs=procs)
     out = tmp_path / f"{model}.json"
-    tr = start_tracer(["-p", ",".join(str(read_pid(p)) for p in pids), "--json", out, *args])
+    tr = start_tracer(["-p", ",".join(str(read_pid(p)) for p in pids), "--json", out, *args],
+                      env=env)
     tr.wait_attached()
     touch(root.host(wait))
     for r, p in enumerate(procs):
@@ -87,11 +90,17 @@ def work(torch2_root, request):
     return inner
 
 
-@pytest.mark.parametrize("model", MODELS)
+def test_autograd_ctx_probed_inside(torch2_root):
+    check_ctx_probe(torch2_root.host("/usr/lib/python3/dist-packages/torch/lib/libtorch_python.so"))
+
+
+# inside: one probe a ctx, after its allocation; entry: THPFunction_new's entry and return
+@pytest.mark.parametrize("model,probe", [(m, "inside") for m in MODELS] + [("mlp", "entry")])
 def test_parity_with_commdebugmode(bpf, torch2_root, reaper, start_tracer, tmp_path, work,
-                                   model):
+                                   model, probe):
     ref = oracle(reaper, torch2_root, work, model)
-    js = traced(reaper, torch2_root, start_tracer, tmp_path, work, model)
+    js = traced(reaper, torch2_root, start_tracer, tmp_path, work, model,
+                env=dict(os.environ, COMMTRACE_PROBE_INSIDE="0" if probe == "entry" else "1"))
     assert js["dropped_events"] == 0
     # every backward collective was put under the module that created its autograd ctx
     assert js["autograd"]["backward_unattributed"] == 0, js["autograd"]

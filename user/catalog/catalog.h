@@ -32,14 +32,28 @@ struct ct_bytes_rule {
 #define CT_SZ_DTYPE  0xfe /* element size from the library's dtype enum (NCCL, HCCL) */
 #define CT_SZ_RDTYPE 0xfd /* same, receive-side dtype */
 
+/*
+ * A probe inside a function instead of at its entry and return: at the instruction after a
+ * call whose result it reads, found by the call's bytes (and the next instruction's) among
+ * the function's first bytes. Where they are not found, the function's other catalog entry
+ * (same symbol, no point) is probed at entry and return.
+ */
+struct ct_point {
+	const uint8_t *bytes;
+	uint8_t len;	/* of bytes */
+	uint8_t at;	/* the probe's offset in them: just after the call */
+	uint8_t within; /* how far into the function they may start */
+};
+
 struct ct_func {
 	const char *name;   /* the name users know: MPI_Allreduce, gloo::allreduce, … */
 	const char *symbol; /* C symbol, or C++ qualified name when cxx */
 	bool cxx;
-	bool optional;	  /* absent from some versions: not an error when missing */
-	bool nonblocking; /* returns at the post (MPI's I-forms): no transfer time */
-	uint8_t kind;	  /* enum ct_kind */
-	uint16_t flags;	  /* CT_PF_* */
+	bool optional;		      /* absent from some versions: not an error when missing */
+	bool nonblocking;	      /* returns at the post (MPI's I-forms): no transfer time */
+	uint8_t kind;		      /* enum ct_kind */
+	uint16_t flags;		      /* CT_PF_* */
+	const struct ct_point *point; /* with CT_PF_POINT */
 	struct ct_loc val[CT_NVAL];
 	struct ct_bytes_rule sent, recv;
 };
