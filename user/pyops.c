@@ -167,29 +167,42 @@ static int judge_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_
 	return rc;
 }
 
-/* The thread's slot, taken if add and it has none; -1 when there is none to take. */
-static int thread_slot(struct ct_pyops *ops, pid_t tid, bool add)
+/* This thread's slot, made when add; NULL (counted in lost when it matters) when every
+ * slot is taken: more threads calling profiled functions than slots. */
+static struct ops_thread *op_thread(struct ct_pyops *ops, pid_t tid, bool add, uint64_t *lost)
 {
 	for (int i = 0; i < CT_TREE_MAX_THREADS; i++)
 		if (ops->threads[i].tid == tid)
-			return i;
+			return &ops->threads[i];
 	for (int i = 0; add && i < CT_TREE_MAX_THREADS; i++) {
 		if (!ops->threads[i].tid) {
 			ops->threads[i].tid = tid;
-			return i;
+			return &ops->threads[i];
 		}
 	}
-	return -1;
+	if (lost)
+		(*lost)++;
+	return NULL;
+}
+
+/* An op entered on th: its exit pops it. Deeper than CT_OPS_MAX_DEPTH, counted lost. */
+static void push_op(struct ct_pystate *st, struct ops_thread *th, int32_t node, uint64_t code)
+{
+	if (th->n >= CT_OPS_MAX_DEPTH) {
+		st->ops.lost++;
+		return;
+	}
+	th->at[th->n].node = node;
+	th->at[th->n].code = code;
+	th->n++;
 }
 
 void ct_py_on_backward(struct ct_proc *p, uint32_t tid, bool begin)
 {
-	int slot = p->ops ? thread_slot(p->ops, (pid_t)tid, true) : -1;
-	struct ops_thread *th;
+	struct ops_thread *th = p->ops ? op_thread(p->ops, (pid_t)tid, true, NULL) : NULL;
 
-	if (slot < 0)
+	if (!th)
 		return;
-	th = &p->ops->threads[slot];
 	if (begin) {
 		if (!th->engine++) { /* ops before the first autograd Function: no module */
 			th->backward = true;
@@ -209,26 +222,24 @@ void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_eve
 	struct op_call c;
 	struct ops_thread *th;
 	int32_t node = -1;
-	int slot = -1, n, rc;
+	int n, rc;
 
 	if (!st || !ops)
 		return;
-	slot = thread_slot(ops, (pid_t)ev->hdr.tid, ev->hdr.type == CT_EV_OP);
-	if (slot < 0) {
-		st->ops.lost++; /* more threads calling profiled functions than slots */
+	th = op_thread(ops, (pid_t)ev->hdr.tid, ev->hdr.type == CT_EV_OP, &st->ops.lost);
+	if (!th)
 		return;
-	}
-	n = ops->threads[slot].n;
+	n = th->n;
 	if (ev->hdr.type == CT_EV_OPEXIT) {
-		if (!n || ops->threads[slot].at[n - 1].code != ev->code) {
+		if (!n || th->at[n - 1].code != ev->code) {
 			st->ops.unpaired++;
 			return;
 		}
-		ops->threads[slot].n = --n;
+		th->n = --n;
 		if (ev->late)
 			st->ops.late++;
-		set_values(s, p, &ev->hdr, ops->threads[slot].at[n].node, vals_of(ev));
-		ct_tree_exit(&p->tree, ev->hdr.tid, ops->threads[slot].at[n].node, ev->hdr.ts);
+		set_values(s, p, &ev->hdr, th->at[n].node, vals_of(ev));
+		ct_tree_exit(&p->tree, ev->hdr.tid, th->at[n].node, ev->hdr.ts);
 		return;
 	}
 	st->ops.entries++;
@@ -242,7 +253,6 @@ void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_eve
 			 strerror(-rc));
 	}
 	r = c.rule;
-	th = &ops->threads[slot];
 	if (c.autograd) {
 		const struct ct_ctx_path *cp = ct_ctxtab_find(st->ctxs, p->pid, c.self);
 
@@ -289,13 +299,7 @@ void ct_py_on_op(struct ct_session *s, struct ct_proc *p, const struct ct_op_eve
 			ct_tree_set_dispatcher(&p->tree, node, ct_pys_class_label(st, p, c.self));
 		set_values(s, p, &ev->hdr, node, c.vals);
 	}
-	if (n >= CT_OPS_MAX_DEPTH) {
-		st->ops.lost++;
-		return;
-	}
-	ops->threads[slot].at[n].node = node;
-	ops->threads[slot].at[n].code = ev->code;
-	ops->threads[slot].n = n + 1;
+	push_op(st, th, node, ev->code);
 }
 
 bool ct_py_ops_by_dispatch(const struct ct_proc *p)
@@ -332,17 +336,14 @@ void ct_py_on_dispatch(struct ct_session *s, struct ct_proc *p, const struct ct_
 	struct ct_tree_frame call;
 	struct ops_thread *th;
 	int32_t node;
-	int slot, n, rc = -1;
+	int n, rc = -1;
 	bool backward;
 
 	if (!st || !ops)
 		return;
-	slot = thread_slot(ops, (pid_t)op->hdr.tid, true);
-	if (slot < 0) {
-		st->ops.lost++;
+	th = op_thread(ops, (pid_t)op->hdr.tid, true, &st->ops.lost);
+	if (!th)
 		return;
-	}
-	th = &ops->threads[slot];
 	n = th->n;
 	st->ops.entries++;
 	/* the values' copies, taken first: a redistribution on the stack has the same time */
@@ -381,13 +382,7 @@ void ct_py_on_dispatch(struct ct_session *s, struct ct_proc *p, const struct ct_
 		ct_tree_set_dispatcher(&p->tree, node, ct_pys_class_label(st, p, op->self));
 		put_values(s, p, cap, node, false, &ev->op.vals);
 	}
-	if (n >= CT_OPS_MAX_DEPTH) {
-		st->ops.lost++;
-		return;
-	}
-	th->at[n].node = node;
-	th->at[n].code = op->code;
-	th->n = n + 1;
+	push_op(st, th, node, op->code);
 }
 
 void ct_py_on_gradfn(struct ct_session *s, struct ct_proc *p, const struct ct_gradfn_event *ev,
@@ -396,15 +391,13 @@ void ct_py_on_gradfn(struct ct_session *s, struct ct_proc *p, const struct ct_gr
 	struct ct_pystate *st = s->py;
 	struct ct_pyops *ops = p->ops;
 	const struct ct_ctx_path *cp = NULL;
-	int slot;
+	struct ops_thread *th;
 
 	if (!st || !ops)
 		return;
-	slot = thread_slot(ops, (pid_t)ev->hdr.tid, true);
-	if (slot < 0) {
-		st->ops.lost++;
+	th = op_thread(ops, (pid_t)ev->hdr.tid, true, &st->ops.lost);
+	if (!th)
 		return;
-	}
 	st->ops.gradfns++;
 	if (ev->ctx) {
 		cp = ct_ctxtab_find(st->ctxs, p->pid, ev->ctx);
@@ -423,7 +416,7 @@ void ct_py_on_gradfn(struct ct_session *s, struct ct_proc *p, const struct ct_gr
 	}
 	/* An unknown ctx (made before the attach): the backward's ops under no module. */
 	st->ops.gradfn_unknown += !cp;
-	ops->threads[slot].bwd = cp ? *cp : (struct ct_ctx_path){0};
+	th->bwd = cp ? *cp : (struct ct_ctx_path){0};
 }
 
 const char *ct_py_ops_seen_at(const struct ct_session *s)
