@@ -211,10 +211,23 @@ int ct_map_open_path(pid_t pid, const struct ct_map *m, char *out, size_t outlen
 
 int ct_proc_file_path(pid_t pid, const char *path, char *out, size_t outlen)
 {
+	char link[32], root[PATH_MAX];
 	int rc = ct_proc_target_path(pid, path, out, outlen);
+	ssize_t n;
 
 	if (rc || !access(out, R_OK))
 		return rc;
+	/* A chroot: the kernel names the target's files as the reader sees them, its root's
+	 * path first. Through that root they are as the target sees them, in its own mount
+	 * namespace (where a file may be mounted over). */
+	snprintf(link, sizeof(link), "/proc/%d/root", (int)pid);
+	n = readlink(link, root, sizeof(root) - 1);
+	if (n > 1) {
+		root[n] = '\0';
+		if (!strncmp(path, root, (size_t)n) && path[n] == '/' &&
+		    !ct_proc_target_path(pid, path + n, out, outlen) && !access(out, R_OK))
+			return 0;
+	}
 	if (!access(path, R_OK)) /* a chroot: the path of a mapped file as the reader sees it */
 		return snprintf(out, outlen, "%s", path) < (int)outlen ? 0 : -ENAMETOOLONG;
 	return -ENOENT;

@@ -53,8 +53,9 @@ int ct_map_open_path(pid_t pid, const struct ct_map *m, char *out, size_t outlen
 int ct_map_candidate_path(pid_t pid, const struct ct_map *m, char *out, size_t outlen);
 /*
  * A file the target has but does not map (torch's version.py beside its mapped _C.so):
- * through its root when it is there, else the path as given (a chroot's files as the
- * reader sees them). 0, or -ENOENT.
+ * through its root when it is there; a chroot's file (named as the reader sees it, the
+ * root's path first) through its root, that prefix taken off; else the path as given.
+ * 0, or -ENOENT.
  */
 int ct_proc_file_path(pid_t pid, const char *path, char *out, size_t outlen);
 
