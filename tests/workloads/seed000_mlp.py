@@ -5,9 +5,10 @@ kwargs), an MLP with a ColwiseParallel fc1 and a RowwiseParallel fc2, and fc2's 
 hook all-reducing the partial sums through a differentiable_all_reduce platform helper
 over torch.distributed.nn.functional. One all-reduce per forward; with --backward, one
 more per backward (the autograd Function's backward all-reduces the gradient). The
-parameters carry their placements as a `_placements` attribute (fc1: Shard(dim=0),
-fc2.weight: Shard(dim=1)), and tensors and parameters their `device_mesh` (a DeviceMesh of
-torch's shape: device_type "cpu", mesh = the ranks, mesh_dim_names ("tp",)).
+parameters carry their placements as a `_placements` attribute (fc1: Shard(0), fc2.weight:
+Shard(1)), and tensors and parameters their `_device_mesh` (device type "cpu", mesh = the
+ranks, dim names ("tp",)). Placements and the mesh are shaped as the real hyper-parallel's:
+private fields (`_dim`, `_device_type`, `_mesh`, `_mesh_dim_names`) behind properties.
 
 Ranks: MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE in the environment, Gloo backend.
   --forwards N      forward passes (default 3)
@@ -40,10 +41,38 @@ import torch.nn.functional as F
 
 
 class DeviceMesh:
-    """torch's DeviceMesh shape: the device type, the mesh of ranks, its dim names."""
+    """hyper-parallel's DeviceMesh shape: the device type, the mesh of ranks, its dim names,
+    private behind properties."""
 
     def __init__(self, device_type, mesh, mesh_dim_names=None):
-        self.device_type, self.mesh, self.mesh_dim_names = device_type, mesh, mesh_dim_names
+        self._device_type, self._mesh, self._mesh_dim_names = device_type, mesh, mesh_dim_names
+
+    @property
+    def device_type(self):
+        return self._device_type
+
+    @property
+    def mesh(self):
+        return self._mesh
+
+    @property
+    def mesh_dim_names(self):
+        return self._mesh_dim_names
+
+
+class Shard:
+    """hyper-parallel's Shard: its dim private, behind a property."""
+
+    def __init__(self, dim):
+        self._dim = dim
+
+    @property
+    def dim(self):
+        return self._dim
+
+
+class Replicate:
+    pass
 
 
 MESH = None  # DeviceMesh("cpu", [0, 1, ...], ("tp",)), once the group exists
@@ -56,7 +85,7 @@ class OpDispatcher:
         local_args = [a.to_local() if isinstance(a, DTensor) else a for a in args]
         with torch._C.DisableTorchFunction():
             out = op_call(*local_args, **kwargs)
-        return DTensor.from_local(out, ("Replicate()",))
+        return DTensor.from_local(out, (Replicate(),))
 
 
 _dispatcher = OpDispatcher()
@@ -68,7 +97,7 @@ class DTensor(torch.Tensor):
         r = torch.Tensor._make_subclass(cls, local, local.requires_grad)
         r._local = local
         r._placements = placements
-        r.device_mesh = MESH
+        r._device_mesh = MESH
         return r
 
     @classmethod
@@ -116,11 +145,11 @@ class MLP(nn.Module):
         self.fc2.register_forward_hook(rowwise_output_hook)
         # What get_sharding_info() reports, kept on the parameters as DTensor keeps them
         # (read from outside by --sharding).
-        self.fc1.weight._placements = ("Shard(dim=0)",)
-        self.fc1.bias._placements = ("Shard(dim=0)",)
-        self.fc2.weight._placements = ("Shard(dim=1)",)
+        self.fc1.weight._placements = (Shard(0),)
+        self.fc1.bias._placements = (Shard(0),)
+        self.fc2.weight._placements = (Shard(1),)
         for p in self.parameters():
-            p.device_mesh = MESH
+            p._device_mesh = MESH
 
     def forward(self, x):
         return self.fc2(F.gelu(self.fc1(x)))
@@ -129,8 +158,8 @@ class MLP(nn.Module):
 def rowwise_output_hook(module, inputs, output):
     local = output.to_local() if isinstance(output, DTensor) else output
     if REDISTRIBUTE:
-        return DTensor.from_local(REDISTRIBUTION.reduce_partial(local), ("Replicate()",))
-    return DTensor.from_local(platform.differentiable_all_reduce(local), ("Replicate()",))
+        return DTensor.from_local(REDISTRIBUTION.reduce_partial(local), (Replicate(),))
+    return DTensor.from_local(platform.differentiable_all_reduce(local), (Replicate(),))
 
 
 def main():
@@ -170,7 +199,7 @@ def main():
     t0, c0 = time.perf_counter_ns(), time.process_time_ns()
     with prof:
         for _ in range(a.forwards):
-            x = DTensor.from_local(torch.randn(4, 16), ("Replicate()",))
+            x = DTensor.from_local(torch.randn(4, 16), (Replicate(),))
             out = model(x)
             if a.backward:
                 out.to_local().sum().backward()

@@ -311,12 +311,16 @@ static int short_type_name(struct walk *w, uint64_t obj, char *buf, size_t len)
 	return snprintf(buf, len, "%s", dot ? dot + 1 : tn) < 0 ? -EINVAL : 0;
 }
 
-/* One placement: a str as it is, else `Shard(dim=0)`, `Partial(sum)`, `Replicate()`. */
+/*
+ * One placement: a str as it is, else `Shard(dim=0)`, `Partial(sum)`, `Replicate()`. Its
+ * field is torch's `dim` or `reduce_op`, or hyper-parallel's `_dim` or `_reduce_op` (behind
+ * a property). A Shard or Partial whose field cannot be read is `Shard(?)`, never `Shard()`.
+ */
 static int placement_str(struct walk *w, uint64_t obj, char *buf, size_t len)
 {
-	static const char *const attrs[] = {"dim", "reduce_op"};
+	static const char *const attrs[] = {"dim", "_dim", "reduce_op", "_reduce_op"};
 	char name[CT_PARAM_TYPE_MAX], s[64];
-	uint64_t v[2];
+	uint64_t v[4];
 	int64_t dim;
 	int n, err = ct_py_read_str(w->pid, w->o, obj, buf, len);
 
@@ -325,13 +329,15 @@ static int placement_str(struct walk *w, uint64_t obj, char *buf, size_t len)
 	err = short_type_name(w, obj, name, sizeof(name));
 	if (err)
 		return err;
-	ct_py_getattrs(w->pid, w->oo, w->o, obj, attrs, 2, v);
+	ct_py_getattrs(w->pid, w->oo, w->o, obj, attrs, 4, v);
+	v[0] = v[0] ? v[0] : v[1];
+	v[2] = v[2] ? v[2] : v[3];
 	if (v[0] && !ct_py_read_int(w->pid, w->oo, w->o, v[0], &dim))
 		n = snprintf(buf, len, "%s(dim=%lld)", name, (long long)dim);
-	else if (v[1] && !ct_py_read_str(w->pid, w->o, v[1], s, sizeof(s)))
+	else if (v[2] && !ct_py_read_str(w->pid, w->o, v[2], s, sizeof(s)))
 		n = snprintf(buf, len, "%s(%s)", name, s);
 	else
-		n = snprintf(buf, len, "%s()", name);
+		n = snprintf(buf, len, "%s(%s)", name, strstr(name, "Replicate") ? "" : "?");
 	return n < 0 ? -EINVAL : 0; /* cut at len: a placement's name is short */
 }
 
@@ -520,22 +526,26 @@ static void tensor_meta(struct walk *w, uint64_t obj, struct ct_param *p)
 
 /*
  * The device mesh at mesh, from torch DeviceMesh's `device_type`, the shape of its `mesh`
- * tensor and its `mesh_dim_names`: "DeviceMesh(cpu, shape=[2], dims=(tp))". What memo
- * holds, when the mesh and those three are the objects it was made from.
+ * tensor and its `mesh_dim_names` (hyper-parallel's: the same behind properties, `_`
+ * first): "DeviceMesh(cpu, shape=[2], dims=(tp))". What memo holds, when the mesh and those
+ * three are the objects it was made from.
  */
 static int mesh_str(struct walk *w, uint64_t mesh, struct ct_mesh_memo *memo, char *buf, size_t len)
 {
-	static const char *const attrs[] = {"device_type", "mesh", "mesh_dim_names"};
+	static const char *const attrs[] = {"device_type",  "mesh",  "mesh_dim_names",
+					    "_device_type", "_mesh", "_mesh_dim_names"};
 	struct ct_param t = {.ndim = -1};
 	char dev[32] = "?", names[96] = "", name[32];
-	uint64_t v[3], items[CT_PARAM_DIMS_MAX];
+	uint64_t v[6], items[CT_PARAM_DIMS_MAX];
 	size_t n = 0, o2;
-	int found = mesh ? ct_py_getattrs(w->pid, w->oo, w->o, mesh, attrs, 3, v) : -ENOENT;
+	int found = mesh ? ct_py_getattrs(w->pid, w->oo, w->o, mesh, attrs, 6, v) : -ENOENT;
 
 	if (found < 0)
 		return found;
+	for (int i = 0; i < 3; i++)
+		v[i] = v[i] ? v[i] : v[i + 3];
 	if (memo && memo->pid == w->pid && memo->mesh == mesh &&
-	    !memcmp(memo->attrs, v, sizeof(v))) {
+	    !memcmp(memo->attrs, v, sizeof(memo->attrs))) {
 		snprintf(buf, len, "%s", memo->str);
 		return 0;
 	}
@@ -562,7 +572,7 @@ static int mesh_str(struct walk *w, uint64_t mesh, struct ct_mesh_memo *memo, ch
 		snprintf(buf + o2, len - o2, ")");
 	if (memo) {
 		*memo = (struct ct_mesh_memo){.pid = w->pid, .mesh = mesh};
-		memcpy(memo->attrs, v, sizeof(v));
+		memcpy(memo->attrs, v, sizeof(memo->attrs));
 		snprintf(memo->str, sizeof(memo->str), "%s", buf);
 	}
 	return 0;
