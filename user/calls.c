@@ -192,7 +192,7 @@ static int32_t tree_call(struct ct_session *s, const struct ct_call *k,
 	c.bytes = k->sent > k->recv ? k->sent : k->recv;
 	c.dtype = k->dtype;
 	if (!recorded && c.in_ndim >= 0 && !shape_is_arg(&c, k))
-		c.in_ndim = -1; /* read after the tensor was freed, or another tensor: unknown */
+		c.in_ndim = CT_SHAPE_FREED; /* read after the tensor was freed, or another one */
 	/* --ops: under the call open on the thread; a backward collective under the module
 	 * path of its forward instead (no module is open in the backward). Where ops are seen
 	 * at their dispatch (torch 2.x), modules have no entries: outside an op, a collective

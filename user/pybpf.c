@@ -92,7 +92,10 @@ int ct_pys_update_pyproc(struct ct_session *s, struct ct_proc *p, const struct c
 											  : 0;
 }
 
-/* torch's tensor layout in p, for user-space reads, looked up until torch is loaded. */
+/*
+ * torch's tensor layout in p, looked up until torch is loaded. A torch whose layout is not
+ * known is said once: its tensors' shapes and dtypes are then marked unknown, never guessed.
+ */
 const struct ct_torch_layout *ct_pys_tensor_layout(struct ct_proc *p)
 {
 	char version[32];
@@ -102,6 +105,14 @@ const struct ct_torch_layout *ct_pys_tensor_layout(struct ct_proc *p)
 	p->tensor_layout_tries++;
 	ct_torch_version(p->pid, version, sizeof(version));
 	p->tensor_layout = ct_torch_layout_for(version);
+	if (!p->tensor_layout && version[0]) {
+		p->tensor_layout_tries = 8; /* torch is loaded: its version will not change */
+		fprintf(stderr,
+			"commtrace-bpf: pid %d: torch %s: its tensor layout is not known to this "
+			"build: tensor shapes and dtypes are marked unknown (no_layout); "
+			"collectives, bytes, names and placements are not affected\n",
+			p->pid, version);
+	}
 	return p->tensor_layout;
 }
 
@@ -111,19 +122,18 @@ const struct ct_torch_layout *ct_pys_tensor_layout(struct ct_proc *p)
  */
 void ct_pys_torch_layout_to_bpf(struct ct_session *s, struct ct_proc *p)
 {
-	char version[32];
 	const struct ct_torch_layout *tl;
 
 	if (p->torch_layout)
 		return;
-	ct_torch_version(p->pid, version, sizeof(version));
-	tl = ct_torch_layout_for(version);
+	tl = ct_pys_tensor_layout(p);
 	if (!tl)
 		return;
 	if (!ct_pys_update_pyproc(s, p, tl))
 		p->torch_layout = tl;
-	ct_info("commtrace: pid %d: torch %s: op arguments with dtypes and shapes\n", p->pid,
-		version);
+	ct_info("commtrace: pid %d: torch tensor layout known: op arguments with dtypes and "
+		"shapes\n",
+		p->pid);
 }
 
 /*

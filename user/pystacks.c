@@ -98,18 +98,23 @@ static uint64_t first_arg(struct ct_proc *p, uint64_t args)
 	return item;
 }
 
-/* Seed 000's input_shape: of the helper's tensor argument, read now (it is alive: the
- * collective that uses it is running or just ran). */
+static int8_t shape_or_why(int ndim)
+{
+	return ndim < 0 ? CT_SHAPE_UNREADABLE : (int8_t)ndim;
+}
 
+/* Seed 000's input_shape: of the helper's tensor argument, read now, after the call (its
+ * tensor may have been freed since; calls.c checks the element count against the call's). */
 static void helper_shape(struct ct_proc *p, uint64_t arg, struct ct_tree_call *c)
 {
+	const struct ct_torch_layout *tl = ct_pys_tensor_layout(p);
 	int64_t shape[CT_PARAM_DIMS_MAX];
 	uint16_t dtype;
 	int ndim;
 
-	c->in_ndim = -1;
-	if (!arg || ct_tensor_read(p->pid, ct_pys_tensor_layout(p), arg, &dtype, &ndim, shape) ||
-	    ndim < 0 || ndim > CT_VALUE_DIMS)
+	c->in_ndim = !tl ? CT_SHAPE_NO_LAYOUT : CT_SHAPE_FREED;
+	if (!tl || !arg || ct_tensor_read(p->pid, tl, arg, &dtype, &ndim, shape) || ndim < 0 ||
+	    ndim > CT_VALUE_DIMS)
 		return;
 	c->in_ndim = (int8_t)ndim;
 	memcpy(c->in_shape, shape, (size_t)ndim * sizeof(shape[0]));
@@ -620,9 +625,9 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_hdr 
 	if (!helper_arg && opcall_args) /* torch.compile's code: the op's tensor argument */
 		helper_arg = first_arg(p, opcall_args);
 	if (!helper)
-		c->in_ndim = -1;
-	else if (py->flags & CT_PYS_HELPER)
-		c->in_ndim = (int8_t)ct_opval_shape(&py->helper, c->in_shape);
+		c->in_ndim = CT_SHAPE_NONE;
+	else if (py->flags & CT_PYS_HELPER) /* described by BPF at the call */
+		c->in_ndim = shape_or_why(ct_opval_shape(&py->helper, c->in_shape));
 	else
 		helper_shape(p, helper_arg, c);
 	c->root_class = npath && path[0].type == CT_NODE_MODULE ? p->root_class : NULL;

@@ -475,6 +475,20 @@ size_t ct_shape_tuple_format(char *buf, size_t len, const int64_t *shape, int nd
 	return off;
 }
 
+const char *ct_shape_unknown_why(int ndim)
+{
+	switch (ndim) {
+	case CT_SHAPE_FREED:
+		return "freed";
+	case CT_SHAPE_NO_LAYOUT:
+		return "no_layout";
+	case CT_SHAPE_UNREADABLE:
+		return "unreadable";
+	default:
+		return NULL;
+	}
+}
+
 bool ct_kind_keeps_shape(const char *kind)
 {
 	return kind && (!strcmp(kind, "all_reduce") || !strcmp(kind, "broadcast"));
@@ -482,7 +496,8 @@ bool ct_kind_keeps_shape(const char *kind)
 
 void ct_value_format(const struct ct_value *v, char *buf, size_t len)
 {
-	size_t o = (size_t)snprintf(buf, len, "%s", v->kind ? v->kind : "?");
+	size_t o =
+	    (size_t)snprintf(buf, len, "%s%s", v->kind ? v->kind : "?", v->no_layout ? "[?]" : "");
 
 	if (o < len)
 		ct_shape_format(buf + o, len - o, v->shape, v->ndim);

@@ -58,6 +58,18 @@ struct ct_tree_frame {
 
 #define CT_VALUE_DIMS 6 /* dims of a shape shown (op values, a helper's tensor) */
 
+/*
+ * A collective's input_shape when it has none (in_ndim below 0), and why: there is no
+ * collective helper on its stack (nothing to show); the helper's tensor was read after the
+ * call and was freed by then, or was another tensor (its element count is not the call's);
+ * torch's tensor layout is not known for this version; the tensor could not be read at the
+ * call.
+ */
+#define CT_SHAPE_NONE	    (-1)
+#define CT_SHAPE_FREED	    (-2)
+#define CT_SHAPE_NO_LAYOUT  (-3)
+#define CT_SHAPE_UNREADABLE (-4)
+
 struct ct_tree_call {
 	uint32_t tid;
 	uint64_t ts;
@@ -65,7 +77,7 @@ struct ct_tree_call {
 	const char *helper;	/* outermost collective API on the stack, or NULL */
 	const char *op;		/* the op it dispatches, as CommDebugMode names it, or NULL */
 	const char *root_class; /* the class of the path's outermost module, or NULL */
-	int8_t in_ndim;		/* the helper's tensor argument: its dims, -1 when unknown */
+	int8_t in_ndim;		/* the helper's tensor argument: its dims, or a CT_SHAPE_* */
 	int64_t in_shape[CT_VALUE_DIMS];
 	const char *function; /* library function */
 	const char *kind;     /* all_reduce, … */
@@ -94,7 +106,8 @@ struct ct_value {
 	const char *mesh;	/* interned "DeviceMesh(cpu, shape=[2], dims=(tp))"; NULL: none */
 	int32_t ndim;		/* -1: no shape (not a tensor, unknown layout, too many dims) */
 	uint8_t freed;		/* a tensor freed before its placements and mesh were read */
-	uint8_t pad[3];
+	uint8_t no_layout;	/* a tensor whose shape and dtype torch's unknown layout hides */
+	uint8_t pad[2];
 	int64_t shape[CT_VALUE_DIMS];
 };
 
@@ -119,7 +132,8 @@ struct ct_node {
 	/* collective nodes */
 	const char *function, *kind, *dtype;
 	const char *op; /* CommDebugMode's name of the op (c10d_functional.all_reduce), or NULL */
-	int8_t in_ndim; /* the helper's tensor argument's shape (seed 000's input_shape), -1 */
+	int8_t in_ndim; /* the helper's tensor argument's dims (seed 000's input_shape), or a
+			 * CT_SHAPE_* */
 	int64_t in_shape[CT_VALUE_DIMS];
 	uint32_t tid;
 	int32_t group_size, rank_in_group;
@@ -202,6 +216,8 @@ int32_t ct_tree_enter_beside(struct ct_tree *t, uint32_t tid, const struct ct_tr
 size_t ct_shape_format(char *buf, size_t len, const int64_t *shape, int ndim);
 /* The same as Python's tuple repr, as seed 000 prints shapes: "(4, 16)", "(4,)", "()". */
 size_t ct_shape_tuple_format(char *buf, size_t len, const int64_t *shape, int ndim);
+/* Why a collective has no input_shape (in_ndim below 0): NULL for CT_SHAPE_NONE. */
+const char *ct_shape_unknown_why(int ndim);
 /* Whether a collective of this kind returns a tensor of its input's shape (all_reduce). */
 bool ct_kind_keeps_shape(const char *kind);
 /* "DTensor[4, 16]", "float"; and a list: "[DTensor[4, 16], Parameter[16], +1 more]". */

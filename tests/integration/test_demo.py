@@ -15,8 +15,9 @@ from conftest import REPO
 
 def shape(line):
     """A line with every token that holds a digit made '#' (pids, counts, times, sizes), and
-    without a collective's tensor shapes (read from the live tensor: a freed one has none)."""
-    line = re.sub(r" input_shape=\([^)]*\)(?: output_shape=\([^)]*\))?", "", line)
+    without a collective's tensor shapes (read from the live tensor: a freed one says so)."""
+    line = re.sub(r" input_shape=(?:\([^)]*\)(?: output_shape=\([^)]*\))?|\?\(freed\))", "",
+                  line)
     return " ".join("#" if re.search(r"\d", t) else t for t in line.split())
 
 

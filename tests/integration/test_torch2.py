@@ -21,16 +21,18 @@ STEPS = 2
 RANK_TIMEOUT = 300  # two torch imports on 2 vCPUs, and a Transformer's first step
 
 
-def run_ranks(reaper, root, tmp_inner, model, *extra, tag="run"):
-    """Start 2 ranks of tp_models.py in the root; their popen objects."""
+def run_ranks(reaper, root, tmp_inner, model, *extra, tag="run", wrap=()):
+    """Start 2 ranks of tp_models.py in the root (each command after wrap); their popen
+    objects."""
     port = free_port()
     procs = []
     for r in (0, 1):
         env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2",
                    RANK=str(r))
         log = open(root.host(f"{tmp_inner}/{tag}.{r}.log"), "w")
-        procs.append(reaper.popen(root.python("tp_models.py", "--model", model, "--steps",
-                                              STEPS, *extra), env=env, stdout=log, stderr=log))
+        procs.append(reaper.popen([*wrap, *root.python("tp_models.py", "--model", model,
+                                                       "--steps", STEPS, *extra)],
+                                  env=env, stdout=log, stderr=log))
     return procs
 
 
@@ -54,13 +56,16 @@ def oracle(reaper, root, tmp_inner, model, *extra):
 
 
 def traced(reaper, root, start_tracer, tmp_path, tmp_inner, model, *args, linger=1, extra=(),
-           env=None):
-    """The same model run bare (with the workload's extra options), commtrace attached by
-    pid while it waits (env: the tracer's); the JSON report."""
+           env=None, wrap=(), stderr=None):
+    """The same model run bare (with the workload's extra options; each rank's command after
+    wrap), commtrace attached by pid while it waits (env: the tracer's); the JSON report.
+    stderr: a list the tracer's stderr lines are put in."""
     wait = f"{tmp_inner}/go"
-    procs = run_ranks(reaper, root, tmp_inner, model, "--wait-file", wait, "--linger", linger,
-                      *extra)
     pids = [root.host(f"{wait}.pid.{r}") for r in (0, 1)]
+    for f in (root.host(wait), *pids):  # an earlier run's, in the same test
+        f.unlink(missing_ok=True)
+    procs = run_ranks(reaper, root, tmp_inner, model, "--wait-file", wait, "--linger", linger,
+                      *extra, wrap=wrap)
     wait_files(pids, timeout=RANK_TIMEOUT, procs=procs)
     out = tmp_path / f"{model}.json"
     tr = start_tracer(["-p", ",".join(str(read_pid(p)) for p in pids), "--json", out, *args],
@@ -70,6 +75,8 @@ def traced(reaper, root, start_tracer, tmp_path, tmp_inner, model, *args, linger
     for r, p in enumerate(procs):
         wait_rank(p, root.host(f"{tmp_inner}/run.{r}.log"))
     assert tr.wait(timeout=120) == 0, tr.describe()
+    if stderr is not None:
+        stderr.extend(tr.stderr_lines())
     js = load_trace_json(out)
     # --linger: the model outlives the handling of its last record (names are read live)
     assert js["drops"]["module_names_by_class"] == 0, js["drops"]
@@ -120,6 +127,64 @@ def test_parity_with_commdebugmode(bpf, torch2_root, reaper, start_tracer, tmp_p
             [(x["module_fqn"], x["phase"]) for x in roots]
 
 
+def nodes_of(node, kind):
+    """The records of one type under node, node included, in order."""
+    if node["type"] == kind:
+        yield node
+    for c in node["children"]:
+        yield from nodes_of(c, kind)
+
+
+def test_unknown_torch_layout(bpf, torch2_root, reaper, start_tracer, tmp_path, work):
+    """A torch whose tensor layout this build does not know: torch 2.6 saying it is 9.9.0
+    (its version.py mounted over, in the ranks' own mount namespace: the tracer reads it
+    through their root). Collectives are counted, named and placed, with the bytes torch 2.6
+    gets; shapes and dtypes are marked unknown with the reason, never guessed; placements,
+    read from the Python objects, are still there. Said once per process on stderr."""
+    version = torch2_root.host("/usr/lib/python3/dist-packages/torch/version.py")
+    fake = tmp_path / "version.py"
+    fake.write_text(re.sub(r"(?m)^__version__ = .*$", "__version__ = '9.9.0'",
+                           version.read_text()))
+    wrap = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+            'mount --bind "$0" "$1" && shift && exec "$@"', str(fake), str(version)]
+    known = traced(reaper, torch2_root, start_tracer, tmp_path, work, "mlp", "--ops")
+    err = []
+    unknown = traced(reaper, torch2_root, start_tracer, tmp_path, work, "mlp", "--ops",
+                     wrap=wrap, stderr=err)
+    notices = [x for x in err if "torch 9.9.0: its tensor layout is not known" in x]
+    assert len(notices) == 2, err
+    assert unknown["dropped_events"] == 0 and unknown["ops"]["lost"] == 0
+    for r in (0, 1):
+        k, u = (next(p for p in js["processes"] if p["rank"] == r) for js in (known, unknown))
+        assert [(c["function"], c["calls"], c["bytes_sent"], c["bytes_received"])
+                for c in u["collectives"]] == \
+            [(c["function"], c["calls"], c["bytes_sent"], c["bytes_received"])
+             for c in k["collectives"]]
+        assert u["comm_debug"]["comm_module_counts"] == k["comm_debug"]["comm_module_counts"]
+        kc = [c for x in k["comm_debug"]["records"] for c in nodes_of(x, "collective")]
+        uc = [c for x in u["comm_debug"]["records"] for c in nodes_of(x, "collective")]
+        assert [(c["collective_type"], c["bytes"], c["phase"]) for c in uc] == \
+            [(c["collective_type"], c["bytes"], c["phase"]) for c in kc]
+        helpers = [c for c in kc if "input_shape" in c]
+        assert helpers, "the MLP's collectives come from helpers with a tensor argument"
+        for c in uc:
+            assert "input_shape" not in c, c
+        assert sum(c.get("input_shape_unknown") == "no_layout" for c in uc) == len(helpers)
+        ko = [o for x in k["comm_debug"]["records"] for o in nodes_of(x, "op")]
+        uo = [o for x in u["comm_debug"]["records"] for o in nodes_of(x, "op")]
+        assert [o["op_name"] for o in uo] == [o["op_name"] for o in ko] and uo
+        tensors = 0
+        for o in uo:
+            for v in o["inputs"] + o["outputs"]:
+                if v["kind"] in ("DTensor", "Tensor", "Parameter"):
+                    tensors += 1
+                    assert v["shape"] is None and v["dtype"] is None, v
+                    assert v["shape_unknown"] == "no_layout", v
+                    if v["kind"] == "DTensor" and not v.get("freed"):
+                        assert v["placements"], v
+        assert tensors > 0
+
+
 def test_transformer_tree_shape(bpf, torch2_root, reaper, start_tracer, tmp_path, work):
     """Sequence parallelism: under one root per forward, the modules in call order, the
     layers of `for layer in self.layers` siblings; each collective names its op and bytes."""
@@ -134,13 +199,7 @@ def test_transformer_tree_shape(bpf, torch2_root, reaper, start_tracer, tmp_path
     assert [c["module_fqn"] for c in layer["children"]] == [
         "layers.0.attention", "layers.0.feed_forward"]
 
-    def collectives(node):
-        if node["type"] == "collective":
-            yield node
-        for c in node["children"]:
-            yield from collectives(c)
-
-    colls = list(collectives(fwd))
+    colls = list(nodes_of(fwd, "collective"))
     assert len(colls) == 12  # 6 reduce-scatters, 6 all-gathers per forward
     for c in colls:
         assert c["op"] in ("c10d_functional.reduce_scatter_tensor",
@@ -225,13 +284,6 @@ def mesh_as_ours(s):
 OPS_MODELS = {"mlp": True, "mlp_list": True, "transformer": True, "transformer_sp": False}
 
 
-def op_nodes(node):
-    if node["type"] == "op":
-        yield node
-    for c in node["children"]:
-        yield from op_nodes(c)
-
-
 @pytest.mark.parametrize("how", ["--ops", "--ops-frames"])
 @pytest.mark.parametrize("model", list(OPS_MODELS))
 def test_ops_match_commdebugmode(bpf, torch2_root, reaper, start_tracer, tmp_path, work, model,
@@ -254,7 +306,7 @@ def test_ops_match_commdebugmode(bpf, torch2_root, reaper, start_tracer, tmp_pat
         # every op dispatched is one entry and one node; each Python autograd Function's
         # backward began with a ctx whose forward was seen
         nodes = sum(1 for p in js["processes"] for root in p["comm_debug"]["records"]
-                    for _ in op_nodes(root))
+                    for _ in nodes_of(root, "op"))
         assert ops["seen_at"] == "dispatch" and ops["entries"] == ops["kept"] == nodes, ops
         assert ops["backward_functions"] > 0 and ops["backward_functions_unknown"] == 0, ops
     else:
@@ -355,13 +407,6 @@ def test_ops_timeline_modules_span_their_ops(bpf, torch2_root, reaper, start_tra
             assert any(encloses(m, e) for ms in mods.values() for m in ms), e
 
 
-def redistributions(node):
-    if node["type"] == "redistribute":
-        yield node
-    for c in node["children"]:
-        yield from redistributions(c)
-
-
 def test_redistribute_placements(bpf, torch2_root, reaper, start_tracer, tmp_path, work):
     """A redistribution is one node with its placements before and after: seed 000's MLP,
     where RowwiseParallel fc2 turns its Partial output into a Replicate one."""
@@ -375,13 +420,13 @@ def test_redistribute_placements(bpf, torch2_root, reaper, start_tracer, tmp_pat
         for root in fwd:
             fc2 = [c for c in root["children"] if c["module_fqn"] == "fc2"]
             assert len(fc2) == 1, root
-            nodes = list(redistributions(fc2[0]))
+            nodes = list(nodes_of(fc2[0], "redistribute"))
             assert [(n["name"], n["src_placements"], n["dst_placements"]) for n in nodes] == [
                 ("redistribute", "(Partial(sum),)", "(Replicate(),)")]
             assert [c["op"] for c in nodes[0]["children"]] == ["c10d_functional.all_reduce"]
         # the backward's all-reduce goes under fc1 without one: no redistribute runs it
         bwd = [x for x in proc["comm_debug"]["records"] if x["phase"] == "backward"]
-        assert not [n for root in bwd for n in redistributions(root)]
+        assert not [n for root in bwd for n in nodes_of(root, "redistribute")]
     # From the second step on, each rank's redistribution stack is named without waking the
     # reader: its specs, temporaries, were copied in BPF at the call (the first step's were
     # read live, and told BPF where a spec keeps its placements).
@@ -403,13 +448,6 @@ def compiled_view(counts, model_class):
             continue
         view[model_class if fqn == "OptimizedModule" else fqn] = phases
     return view
-
-
-def graphs(node):
-    if node["type"] == "graph":
-        yield node
-    for c in node["children"]:
-        yield from graphs(c)
 
 
 @pytest.mark.parametrize("model,compiled,root_class", [("mlp", "model", "MLP"),
@@ -452,7 +490,7 @@ def test_compiled_collectives(bpf, torch2_root, reaper, start_tracer, tmp_path, 
                                              root["phase"])], gs[0]
                 names.setdefault(root["phase"], set()).add(gs[0]["name"])
         # the shape from the op's tensor, once BPF knows the stack (from the second step)
-        last = [c for root in roots[-2:] for g in graphs(root) for c in g["children"]]
+        last = [c for root in roots[-2:] for g in nodes_of(root, "graph") for c in g["children"]]
         assert last and all(c.get("input_shape") == [4, 16] for c in last), last
         # one graph a phase (each block runs the same code), its code on disk as named
         assert len(names["forward"]) == len(names["backward"]) == 1, names

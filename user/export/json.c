@@ -134,6 +134,8 @@ static void add_values(cJSON *o, const char *key, const struct ct_values *vs)
 			cJSON_AddStringToObject(e, "mesh", v->mesh);
 		if (v->freed)
 			cJSON_AddTrueToObject(e, "freed");
+		if (v->no_layout)
+			cJSON_AddStringToObject(e, "shape_unknown", "no_layout");
 		cJSON_AddItemToArray(a, e);
 	}
 	if (vs->total > vs->n) {
@@ -202,6 +204,9 @@ static cJSON *record(const struct ct_tree *t, const struct ct_node *n, int depth
 			cJSON_AddItemToObject(o, "input_shape", sh);
 			if (ct_kind_keeps_shape(n->kind))
 				cJSON_AddItemToObject(o, "output_shape", cJSON_Duplicate(sh, 1));
+		} else if (ct_shape_unknown_why(n->in_ndim)) {
+			cJSON_AddStringToObject(o, "input_shape_unknown",
+						ct_shape_unknown_why(n->in_ndim));
 		}
 		cJSON_AddStringToObject(o, "kind", n->kind);
 		cJSON_AddItemToObject(o, "bytes", u64(n->bytes));

@@ -104,6 +104,9 @@ void ct_format_detail(const struct ct_node *n, char *buf, size_t len)
 			snprintf(shapes, sizeof(shapes), " input_shape=%s%s%s", shape,
 				 ct_kind_keeps_shape(n->kind) ? " output_shape=" : "",
 				 ct_kind_keeps_shape(n->kind) ? shape : "");
+		} else if (ct_shape_unknown_why(n->in_ndim)) {
+			snprintf(shapes, sizeof(shapes), " input_shape=?(%s)",
+				 ct_shape_unknown_why(n->in_ndim));
 		}
 		snprintf(buf, len,
 			 "Collective(%s) group_size=%s%s bytes=%llu dtype=%s duration=%s phase=%s "

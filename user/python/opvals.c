@@ -212,6 +212,7 @@ void ct_opvals_describe(struct ct_opvals_cache *c, pid_t pid, const struct ct_py
 		if (!t || !t->tensor)
 			continue;
 		tensor_fields(r, v);
+		v->no_layout = !tl;
 		/*
 		 * Placements and mesh are read now, from user space: only while the object still
 		 * looks alive, before the reads (its head's line, which the reads need, is read

@@ -93,7 +93,9 @@ static bool parse_pycall(const char *buf, size_t len, const struct ct_call_event
 	memset(rp, 0, sizeof(*rp));
 	rp->c.helper = get_str(strs, len - head, h.helper, &bad);
 	rp->c.op = get_str(strs, len - head, h.op, &bad);
-	rp->c.in_ndim = h.in_ndim >= -1 && h.in_ndim <= CT_VALUE_DIMS ? h.in_ndim : -1;
+	rp->c.in_ndim = h.in_ndim >= CT_SHAPE_UNREADABLE && h.in_ndim <= CT_VALUE_DIMS
+			    ? h.in_ndim
+			    : CT_SHAPE_NONE;
 	memcpy(rp->c.in_shape, h.in_shape, sizeof(rp->c.in_shape));
 	rp->c.root_class = get_str(strs, len - head, h.root_class, &bad);
 	rp->c.phase = h.phase;
