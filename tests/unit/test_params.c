@@ -301,6 +301,13 @@ TEST(tree_values_format)
 	vs.v[2] = (struct ct_value){.kind = "None", .ndim = -1};
 	ct_values_format(&vs, buf, sizeof(buf));
 	ASSERT_STREQ(buf, "[DTensor[4, 16], Tensor[], None, +2 more]", "list");
+	vs.v[1] = (struct ct_value){.kind = "Tensor", .ndim = -1, .no_layout = 1};
+	ct_values_format(&vs, buf, sizeof(buf));
+	ASSERT_STREQ(buf, "[DTensor[4, 16], Tensor[?], None, +2 more]", "layout unknown: [?]");
+	ASSERT_TRUE(ct_shape_unknown_why(CT_SHAPE_NONE) == NULL, "no helper: nothing to say");
+	ASSERT_STREQ(ct_shape_unknown_why(CT_SHAPE_FREED), "freed", "freed");
+	ASSERT_STREQ(ct_shape_unknown_why(CT_SHAPE_NO_LAYOUT), "no_layout", "no layout");
+	ASSERT_STREQ(ct_shape_unknown_why(CT_SHAPE_UNREADABLE), "unreadable", "unreadable");
 	ct_values_format(&vs, tiny, sizeof(tiny));
 	ASSERT_EQ(strlen(tiny), sizeof(tiny) - 1, "cut to the buffer");
 	vs.n = 0;
