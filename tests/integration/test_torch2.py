@@ -165,8 +165,9 @@ def test_unknown_torch_layout(bpf, torch2_root, reaper, start_tracer, tmp_path, 
         uc = [c for x in u["comm_debug"]["records"] for c in nodes_of(x, "collective")]
         assert [(c["collective_type"], c["bytes"], c["phase"]) for c in uc] == \
             [(c["collective_type"], c["bytes"], c["phase"]) for c in kc]
-        helpers = [c for c in kc if "input_shape" in c]
-        assert helpers, "the MLP's collectives come from helpers with a tensor argument"
+        # a helper's tensor, read after the call, may have been freed (input_shape=?(freed))
+        helpers = [c for c in kc if "input_shape" in c or "input_shape_unknown" in c]
+        assert any("input_shape" in c for c in helpers), "the MLP's helpers have a tensor"
         for c in uc:
             assert "input_shape" not in c, c
         assert sum(c.get("input_shape_unknown") == "no_layout" for c in uc) == len(helpers)
