@@ -202,9 +202,7 @@ static __always_inline bool py_enter(struct pt_regs *ctx)
 		e.self = tuple_item(pp, args, nargs, 0);
 		e.arg1 = tuple_item(pp, args, nargs, 1);
 	} else {
-		e.self = rd64(locals);
-		if (e.self && pp->cell_type && rd64(e.self + pp->off.object_type) == pp->cell_type)
-			e.self = rd64(e.self + pp->off.object_type + 8); /* PyCellObject.ob_ref */
+		e.self = uncell(rd64(locals), pp->off.object_type, pp->cell_type);
 		e.arg1 = rd64(locals + 8);
 	}
 	if (!verdict && !e.wrapped && pp->off.frame_func != CT_PY_NONE) {

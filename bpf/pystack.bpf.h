@@ -80,6 +80,21 @@ static __always_inline __u64 rd64(__u64 addr)
 	return v;
 }
 
+/*
+ * What the cell obj holds (PyCellObject.ob_ref, right after its type), or obj when it is
+ * not a cell: its type and the word after it in one read. A cell is 24 bytes, so that read
+ * fails only for something that is not one.
+ */
+static __always_inline __u64 uncell(__u64 obj, __u16 type_off, __u64 cell_type)
+{
+	__u64 w[2];
+
+	if (obj && cell_type && !bpf_probe_read_user(w, sizeof(w), (void *)(obj + type_off)) &&
+	    w[0] == cell_type)
+		return w[1];
+	return obj;
+}
+
 /* Is ts the thread state of the current thread? */
 static __always_inline bool tstate_is_mine(const struct ct_py_offsets *o, __u64 ts, __u32 tid,
 					   __u64 fsbase)
@@ -502,9 +517,8 @@ static long walk_cb(__u64 i, void *data)
 	known = !w->s->unknown && kv;
 	/* Read now: the cell dies with the call (torch 2.x's Module._call_impl has one). Not
 	 * for a known code object whose first local names nothing. */
-	if (self && w->cell_type && (!known || (kv->flags & CT_PYC_SELF)) &&
-	    rd64(self + o->object_type) == w->cell_type)
-		self = rd64(self + o->object_type + 8); /* PyCellObject.ob_ref */
+	if (!known || (kv->flags & CT_PYC_SELF))
+		self = uncell(self, o->object_type, w->cell_type);
 	st->frames[n].self = self;
 	if (known && (kv->flags & CT_PYC_HELPER))
 		w->s->helper = self;
