@@ -7,12 +7,13 @@ backward, counted inclusively as CommDebugMode counts them."""
 import json
 import os
 import re
+import shutil
 import subprocess
 from collections import Counter
 
 import pytest
 
-from conftest import (check_ctx_probe, free_port, load_trace_json, read_pid, run_tracer, touch,
+from conftest import (check_ctx_probe, free_port, kill_pid, load_trace_json, read_pid, run_tracer, touch,
                       wait_files)
 from test_chrome import check_perfetto_rules, encloses, load_chrome
 
@@ -184,6 +185,40 @@ def test_unknown_torch_layout(bpf, torch2_root, reaper, start_tracer, tmp_path, 
                     if v["kind"] == "DTensor" and not v.get("freed"):
                         assert v["placements"], v
         assert tensors > 0
+
+
+def test_root_gone_mid_trace(bpf, torch2_root, reaper, start_tracer, tmp_path, work):
+    """The ranks' container goes away while they are traced: both ranks, in a mount
+    namespace of their own inside the root, are killed once their steps are done, and
+    their directory in the root is removed. The tracer ends by itself (exit 0, both
+    processes marked exited) and loses nothing it had collected: the counts per module,
+    phase and collective are CommDebugMode's for the same steps, every module named."""
+    ref = oracle(reaper, torch2_root, work, "mlp")
+    wait, done = f"{work}/go", f"{work}/done"
+    pid_files = [torch2_root.host(f"{wait}.pid.{r}") for r in (0, 1)]
+    procs = run_ranks(reaper, torch2_root, work, "mlp", "--wait-file", wait, "--expect", done,
+                      "--linger", 300, tag="gone",
+                      wrap=["unshare", "--mount", "--propagation", "private"])
+    wait_files(pid_files, timeout=RANK_TIMEOUT, procs=procs)
+    pids = [read_pid(f) for f in pid_files]
+    out = tmp_path / "gone.json"
+    tr = start_tracer(["-p", ",".join(map(str, pids)), "--json", out])
+    tr.wait_attached()
+    touch(torch2_root.host(wait))
+    # each rank writes its ledger once its steps are done, then lingers
+    wait_files([torch2_root.host(f"{done}.{r}") for r in (0, 1)], timeout=RANK_TIMEOUT,
+               procs=procs)
+    for pid in pids:
+        kill_pid(pid)
+    shutil.rmtree(torch2_root.host(work))
+    assert tr.wait(timeout=120) == 0, tr.describe()
+    js = load_trace_json(out)
+    assert js["dropped_events"] == 0 and js["drops"]["module_names_by_class"] == 0, js["drops"]
+    for r in (0, 1):
+        proc = next(p for p in js["processes"] if p["rank"] == r)
+        assert proc["exited"], proc["pid"]
+        want = flat(ref[r]["comm_module_counts"])
+        assert flat(proc["comm_debug"]["comm_module_counts"]) == want, r
 
 
 def test_transformer_tree_shape(bpf, torch2_root, reaper, start_tracer, tmp_path, work):

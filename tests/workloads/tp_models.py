@@ -25,7 +25,8 @@ DTensor sharding strategy.
 191392), and writes its counts to the ledger: comm_module_counts summed over the steps, as
 {module FQN: {"forward"|"backward": {op: n}}}, and get_comm_counts() by op. Without it the
 steps run bare, as they would under commtrace. The ledger (F.RANK) also holds the loop's
-wall time and get_sharding_info() when asked for (--sharding).
+wall time and get_sharding_info() when asked for (--sharding). It is written once the steps
+are done, before --linger S keeps the rank alive S seconds more.
 """
 import argparse
 import datetime
@@ -190,10 +191,11 @@ def main():
     if a.time:  # wall time, and CPU time of all the rank's threads (kernel time included)
         print(f"ns_per_step {ledger['loop_seconds'] * 1e9 / a.steps:.0f}\n"
               f"cpu_ns_per_step {(time.process_time() - c0) * 1e9 / a.steps:.0f}", flush=True)
-    time.sleep(a.linger)
-    if a.expect:
-        with open(f"{a.expect}.{rank}", "w") as f:
+    if a.expect:  # before lingering: a test may take the rank down once it is there
+        with open(f"{a.expect}.{rank}.tmp", "w") as f:
             json.dump(ledger, f)
+        os.rename(f"{a.expect}.{rank}.tmp", f"{a.expect}.{rank}")
+    time.sleep(a.linger)
     # No teardown: torch 2.6's can hang (the autograd engine's threads against the GIL at
     # interpreter finalization, pytorch/pytorch#190489; destroy_process_group too, once in
     # CI with the GIL held, so that no Python watchdog could run). Every collective is done
