@@ -191,8 +191,10 @@ static int32_t tree_call(struct ct_session *s, const struct ct_call *k,
 	c.rank_in_group = (int32_t)ev->val[CT_V_COMM_RANK];
 	c.bytes = k->sent > k->recv ? k->sent : k->recv;
 	c.dtype = k->dtype;
+	/* Not the call's tensor: another one at its address by now, or a helper whose first
+	 * argument is not what the call sends (a reduce-scatter's input): nothing claimed. */
 	if (!recorded && c.in_ndim >= 0 && !shape_is_arg(&c, k))
-		c.in_ndim = CT_SHAPE_FREED; /* read after the tensor was freed, or another one */
+		c.in_ndim = CT_SHAPE_NONE;
 	/* --ops: under the call open on the thread; a backward collective under the module
 	 * path of its forward instead (no module is open in the backward). Where ops are seen
 	 * at their dispatch (torch 2.x), modules have no entries: outside an op, a collective

@@ -98,26 +98,40 @@ static uint64_t first_arg(struct ct_proc *p, uint64_t args)
 	return item;
 }
 
-static int8_t shape_or_why(int ndim)
+/*
+ * Why the helper's argument arg (of type type, when BPF read it at the call) has no shape:
+ * none to show when it is not a tensor (a list, a group); else torch's layout not known,
+ * freed, or unreadable.
+ */
+static int8_t shape_unknown(struct ct_session *s, struct ct_proc *p, uint64_t arg, uint64_t type,
+			    bool layout)
 {
-	return ndim < 0 ? CT_SHAPE_UNREADABLE : (int8_t)ndim;
+	int tensor = arg ? ct_opvals_is_tensor(s->py->vals, p->pid, &p->py.offsets, arg, type) : 0;
+
+	if (!tensor)
+		return CT_SHAPE_NONE;
+	if (!layout) /* the first reason, freed or not */
+		return CT_SHAPE_NO_LAYOUT;
+	return tensor < 0 ? CT_SHAPE_FREED : CT_SHAPE_UNREADABLE;
 }
 
 /* Seed 000's input_shape: of the helper's tensor argument, read now, after the call (its
  * tensor may have been freed since; calls.c checks the element count against the call's). */
-static void helper_shape(struct ct_proc *p, uint64_t arg, struct ct_tree_call *c)
+static void helper_shape(struct ct_session *s, struct ct_proc *p, uint64_t arg,
+			 struct ct_tree_call *c)
 {
 	const struct ct_torch_layout *tl = ct_pys_tensor_layout(p);
 	int64_t shape[CT_PARAM_DIMS_MAX];
 	uint16_t dtype;
 	int ndim;
 
-	c->in_ndim = !tl ? CT_SHAPE_NO_LAYOUT : CT_SHAPE_FREED;
-	if (!tl || !arg || ct_tensor_read(p->pid, tl, arg, &dtype, &ndim, shape) || ndim < 0 ||
-	    ndim > CT_VALUE_DIMS)
+	if (tl && arg && !ct_tensor_read(p->pid, tl, arg, &dtype, &ndim, shape) && ndim >= 0 &&
+	    ndim <= CT_VALUE_DIMS) {
+		c->in_ndim = (int8_t)ndim;
+		memcpy(c->in_shape, shape, (size_t)ndim * sizeof(shape[0]));
 		return;
-	c->in_ndim = (int8_t)ndim;
-	memcpy(c->in_shape, shape, (size_t)ndim * sizeof(shape[0]));
+	}
+	c->in_ndim = shape_unknown(s, p, arg, 0, tl != NULL);
 }
 
 int ct_py_attach_proc(struct ct_session *s, struct ct_proc *p)
@@ -624,12 +638,16 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_hdr 
 	c->op = op;
 	if (!helper_arg && opcall_args) /* torch.compile's code: the op's tensor argument */
 		helper_arg = first_arg(p, opcall_args);
-	if (!helper)
+	if (!helper) {
 		c->in_ndim = CT_SHAPE_NONE;
-	else if (py->flags & CT_PYS_HELPER) /* described by BPF at the call */
-		c->in_ndim = shape_or_why(ct_opval_shape(&py->helper, c->in_shape));
-	else
-		helper_shape(p, helper_arg, c);
+	} else if (py->flags & CT_PYS_HELPER) { /* described by BPF at the call */
+		int ndim = ct_opval_shape(&py->helper, c->in_shape);
+
+		c->in_ndim = ndim >= 0 ? (int8_t)ndim
+				       : shape_unknown(s, p, py->helper.obj, py->helper.type, true);
+	} else {
+		helper_shape(s, p, helper_arg, c);
+	}
 	c->root_class = npath && path[0].type == CT_NODE_MODULE ? p->root_class : NULL;
 	c->phase = backward ? CT_PHASE_BACKWARD : CT_PHASE_FORWARD;
 	c->truncated = py->flags & CT_PYS_TRUNCATED;

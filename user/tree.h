@@ -59,11 +59,11 @@ struct ct_tree_frame {
 #define CT_VALUE_DIMS 6 /* dims of a shape shown (op values, a helper's tensor) */
 
 /*
- * A collective's input_shape when it has none (in_ndim below 0), and why: there is no
- * collective helper on its stack (nothing to show); the helper's tensor was read after the
- * call and was freed by then, or was another tensor (its element count is not the call's);
- * torch's tensor layout is not known for this version; the tensor could not be read at the
- * call.
+ * A collective's input_shape when it has none (in_ndim below 0), and why: nothing to show
+ * (no collective helper on its stack, an argument that is not a tensor, or a tensor without
+ * the call's element count: nothing is claimed); the helper's tensor, read after the call,
+ * was freed by then; torch's tensor layout is not known for this version; a live tensor
+ * whose fields do not check.
  */
 #define CT_SHAPE_NONE	    (-1)
 #define CT_SHAPE_FREED	    (-2)

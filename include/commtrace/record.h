@@ -88,7 +88,7 @@ struct ct_rec_pycall {
 	__u8 truncated;
 	__u16 npath, nstack;
 	__s8 in_ndim; /* the helper's tensor argument: its dims, its shape; below 0 none, and why:
-		       * -1 no helper, -2 freed, -3 torch's layout unknown, -4 unreadable */
+		       * -1 none to show, -2 freed, -3 torch's layout unknown, -4 unreadable */
 	__u8 pad[5];
 	__s64 in_shape[6];
 };

@@ -105,6 +105,19 @@ static const struct type_slot *classify(struct ct_opvals_cache *c, pid_t pid,
 	return s;
 }
 
+int ct_opvals_is_tensor(struct ct_opvals_cache *c, pid_t pid, const struct ct_py_offsets *o,
+			uint64_t obj, uint64_t type)
+{
+	uint64_t head[2] = {0, type}; /* ob_refcnt, ob_type */
+	const struct type_slot *t;
+
+	if (!type && (!obj || ct_py_read_mem(pid, obj, head, sizeof(head)) || head[0] < 1 ||
+		      head[0] > UINT32_MAX))
+		return -ESRCH;
+	t = classify(c, pid, o, head[1]);
+	return !t ? -ESRCH : t->tensor;
+}
+
 int ct_opval_shape(const struct ct_op_val *r, int64_t *shape)
 {
 	uint64_t prod = 1;

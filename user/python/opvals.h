@@ -30,6 +30,16 @@ struct ct_opvals_cache;
  */
 int ct_opval_shape(const struct ct_op_val *r, int64_t *shape);
 
+/*
+ * Whether the object at obj in process pid (interpreter offsets o) is a torch tensor: 1, 0
+ * for any other object, -ESRCH when it is gone. By type when given (read by BPF at the
+ * call), else by the object's head read now: gone when unreadable, or with a reference
+ * count no live object has (a freed block's first word is a free-list pointer). Types are
+ * cached.
+ */
+int ct_opvals_is_tensor(struct ct_opvals_cache *c, pid_t pid, const struct ct_py_offsets *o,
+			uint64_t obj, uint64_t type);
+
 struct ct_opvals_cache *ct_opvals_cache_new(void);
 void ct_opvals_cache_free(struct ct_opvals_cache *c);
 
