@@ -92,6 +92,8 @@ int ct_pys_update_pyproc(struct ct_session *s, struct ct_proc *p, const struct c
 											  : 0;
 }
 
+#define TORCH_LAYOUT_TRIES 8 /* lookups of torch's version while it is not loaded */
+
 /*
  * torch's tensor layout in p, looked up until torch is loaded. A torch whose layout is not
  * known is said once: its tensors' shapes and dtypes are then marked unknown, never guessed.
@@ -100,13 +102,13 @@ const struct ct_torch_layout *ct_pys_tensor_layout(struct ct_proc *p)
 {
 	char version[32];
 
-	if (p->tensor_layout || p->tensor_layout_tries >= 8)
+	if (p->tensor_layout || p->tensor_layout_tries >= TORCH_LAYOUT_TRIES)
 		return p->tensor_layout;
 	p->tensor_layout_tries++;
 	ct_torch_version(p->pid, version, sizeof(version));
 	p->tensor_layout = ct_torch_layout_for(version);
 	if (!p->tensor_layout && version[0]) {
-		p->tensor_layout_tries = 8; /* torch is loaded: its version will not change */
+		p->tensor_layout_tries = TORCH_LAYOUT_TRIES; /* torch is loaded: no more */
 		fprintf(stderr,
 			"commtrace-bpf: pid %d: torch %s: its tensor layout is not known to this "
 			"build: tensor shapes and dtypes are marked unknown (no_layout); "

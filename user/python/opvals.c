@@ -74,6 +74,13 @@ static bool is_tensor_base(const char *name)
 	return !strcmp(name, "torch._C._TensorBase") || !strcmp(name, "torch._C.TensorBase");
 }
 
+/* A reference count a live object can have (a freed block's first word is a free-list
+ * pointer). */
+static bool refcount_sane(uint64_t refcnt)
+{
+	return refcnt >= 1 && refcnt <= UINT32_MAX;
+}
+
 static const struct type_slot *classify(struct ct_opvals_cache *c, pid_t pid,
 					const struct ct_py_offsets *o, uint64_t type)
 {
@@ -111,8 +118,8 @@ int ct_opvals_is_tensor(struct ct_opvals_cache *c, pid_t pid, const struct ct_py
 	uint64_t head[2] = {0, type}; /* ob_refcnt, ob_type */
 	const struct type_slot *t;
 
-	if (!type && (!obj || ct_py_read_mem(pid, obj, head, sizeof(head)) || head[0] < 1 ||
-		      head[0] > UINT32_MAX))
+	if (!type &&
+	    (!obj || ct_py_read_mem(pid, obj, head, sizeof(head)) || !refcount_sane(head[0])))
 		return -ESRCH;
 	t = classify(c, pid, o, head[1]);
 	return !t ? -ESRCH : t->tensor;
@@ -153,7 +160,7 @@ static void tensor_fields(const struct ct_op_val *r, struct ct_value *v)
  * reference count (a freed block's first word is a free list pointer). */
 static bool head_alive(const uint64_t *head, const struct ct_op_val *r)
 {
-	return head[1] == r->type && head[0] >= 1 && head[0] <= UINT32_MAX;
+	return head[1] == r->type && refcount_sane(head[0]);
 }
 
 /*

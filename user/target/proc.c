@@ -167,6 +167,27 @@ int ct_proc_target_path(pid_t pid, const char *path, char *out, size_t outlen)
 	return (size_t)n < outlen ? 0 : -ENAMETOOLONG;
 }
 
+/*
+ * A chroot's file through the target's root: the kernel names the target's files as the
+ * reader sees them, its root's path first; through that root, with that prefix taken off,
+ * they are as the target sees them, in its own mount namespace (where a file may be
+ * mounted over). 0 with the path in out, else -ENOENT (not under the target's root).
+ */
+static int chroot_view(pid_t pid, const char *path, char *out, size_t outlen)
+{
+	char link[32], root[PATH_MAX];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/%d/root", (int)pid);
+	n = readlink(link, root, sizeof(root) - 1);
+	if (n <= 1)
+		return -ENOENT;
+	root[n] = '\0';
+	if (strncmp(path, root, (size_t)n) || path[n] != '/')
+		return -ENOENT;
+	return ct_proc_target_path(pid, path + n, out, outlen);
+}
+
 static bool same_file(const char *path, const struct ct_map *m)
 {
 	struct stat st;
@@ -186,7 +207,9 @@ int ct_map_candidate_path(pid_t pid, const struct ct_map *m, char *out, size_t o
 	rc = ct_proc_target_path(pid, m->path, alt, sizeof(alt));
 	if (!rc && same_file(alt, m))
 		return snprintf(out, outlen, "%s", alt) < (int)outlen ? 0 : -ENAMETOOLONG;
-	/* A chroot: the kernel names the file as the reader sees it. */
+	/* A chroot: the file as the target sees it, else as the reader does. */
+	if (!chroot_view(pid, m->path, alt, sizeof(alt)) && same_file(alt, m))
+		return snprintf(out, outlen, "%s", alt) < (int)outlen ? 0 : -ENAMETOOLONG;
 	if (same_file(m->path, m))
 		return snprintf(out, outlen, "%s", m->path) < (int)outlen ? 0 : -ENAMETOOLONG;
 	return -ENOENT;
@@ -211,23 +234,12 @@ int ct_map_open_path(pid_t pid, const struct ct_map *m, char *out, size_t outlen
 
 int ct_proc_file_path(pid_t pid, const char *path, char *out, size_t outlen)
 {
-	char link[32], root[PATH_MAX];
 	int rc = ct_proc_target_path(pid, path, out, outlen);
-	ssize_t n;
 
 	if (rc || !access(out, R_OK))
 		return rc;
-	/* A chroot: the kernel names the target's files as the reader sees them, its root's
-	 * path first. Through that root they are as the target sees them, in its own mount
-	 * namespace (where a file may be mounted over). */
-	snprintf(link, sizeof(link), "/proc/%d/root", (int)pid);
-	n = readlink(link, root, sizeof(root) - 1);
-	if (n > 1) {
-		root[n] = '\0';
-		if (!strncmp(path, root, (size_t)n) && path[n] == '/' &&
-		    !ct_proc_target_path(pid, path + n, out, outlen) && !access(out, R_OK))
-			return 0;
-	}
+	if (!chroot_view(pid, path, out, outlen) && !access(out, R_OK))
+		return 0;
 	if (!access(path, R_OK)) /* a chroot: the path of a mapped file as the reader sees it */
 		return snprintf(out, outlen, "%s", path) < (int)outlen ? 0 : -ENAMETOOLONG;
 	return -ENOENT;

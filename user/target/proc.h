@@ -46,9 +46,10 @@ int ct_proc_target_path(pid_t pid, const char *path, char *out, size_t outlen);
  */
 int ct_map_open_path(pid_t pid, const struct ct_map *m, char *out, size_t outlen);
 /*
- * Of "/proc/PID/root" + m->path (a mount namespace) and m->path itself (a chroot: the kernel
- * names the files of a chrooted process as the reader sees them), the one whose device and
- * inode are the mapping's. 0, or -ENOENT.
+ * Of "/proc/PID/root" + m->path (a mount namespace), a chroot's file through its root (the
+ * kernel names the files of a chrooted process as the reader sees them, the root's path
+ * first: that prefix taken off) and m->path itself, the one whose device and inode are the
+ * mapping's. 0, or -ENOENT.
  */
 int ct_map_candidate_path(pid_t pid, const struct ct_map *m, char *out, size_t outlen);
 /*
