@@ -304,7 +304,7 @@ int ct_entry(struct pt_regs *ctx)
 		if ((ev->py.flags & CT_PYS_KNOWN) && !capture(pid_tgid, ts))
 			ev->py.flags &= ~CT_PYS_KNOWN;
 	} else
-		ev->py.nframes = ev->py.flags = 0;
+		ev->py.nframes = ev->py.flags = ev->py.nguess = 0;
 	emitted = output_with_stack(ev, sizeof(*ev), &ev->py) == 0;
 	if (!emitted)
 		count_drop(CT_DROP_RINGBUF);

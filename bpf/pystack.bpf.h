@@ -204,8 +204,9 @@ static __always_inline __u64 args_first(const struct ct_pyproc_bpf *pp, __u64 ar
  */
 struct walk_state {
 	__u64 frame;
-	__u64 helper; /* the first local of the outermost helper frame seen */
-	__u64 opcall; /* the first argument of the innermost torch op called from Python */
+	__u64 helper;	 /* the first local of the outermost helper frame seen */
+	__u64 opcall;	 /* the first argument of the innermost torch op called from Python */
+	__u64 opcall_at; /* its frame */
 	/*
 	 * Code objects this walk read and checked, with their idents: one seen again further
 	 * out (each nn.Module level runs the same _wrapped_call_impl and _call_impl; a
@@ -460,6 +461,33 @@ static __always_inline void check_code(struct walk *w, const struct ct_pycode_va
 	w->s->unknown = false;
 }
 
+/* A frame of a stack not known: its first local, if it reads as a tensor and is not among
+ * the guesses yet (struct ct_pystack.nguess). */
+static __always_inline void guess_helper(struct walk *w, __u64 obj, __u8 from)
+{
+	struct ct_pystack *st = w->st;
+	__u16 k = st->nguess;
+	struct ct_op_val *v;
+	__s64 prod = 1;
+
+	if (k >= CT_PYS_GUESSES || !obj || !w->pp->vals.ti_dtype)
+		return;
+	for (int i = 0; i < CT_PYS_GUESSES; i++)
+		if (i < k && st->helper[i].obj == obj)
+			return;
+	v = &st->helper[k & (CT_PYS_GUESSES - 1)];
+	__builtin_memset(v, 0, sizeof(*v));
+	describe_val(w->pp, obj, v);
+	if (!v->impl || v->ndim > CT_OP_DIMS)
+		return;
+	for (int d = 0; d < CT_OP_DIMS; d++)
+		if (d < v->ndim)
+			prod *= v->sizes[d];
+	v->guess = from;
+	if (v->numel >= 0 && prod == v->numel)
+		st->nguess = k + 1;
+}
+
 static long walk_cb(__u64 i, void *data)
 {
 	struct walk *w = data;
@@ -520,10 +548,17 @@ static long walk_cb(__u64 i, void *data)
 	if (!known || (kv->flags & CT_PYC_SELF))
 		self = uncell(self, o->object_type, w->cell_type);
 	st->frames[n].self = self;
+	if (!known && n < CT_PYS_GUESS_FRAMES) {
+		guess_helper(w, self, CT_GUESS_FROM(n, 0));
+		if (!n) /* an op called from Python (torch.compile's code): its first argument */
+			guess_helper(w, args_first(pp, st->frames[n].arg1), CT_GUESS_FROM(n, 1));
+	}
 	if (known && (kv->flags & CT_PYC_HELPER))
 		w->s->helper = self;
-	if (known && (kv->flags & CT_PYC_OPCALL) && !w->s->opcall)
+	if (known && (kv->flags & CT_PYC_OPCALL) && !w->s->opcall) {
 		w->s->opcall = args_first(w->pp, st->frames[n].arg1);
+		w->s->opcall_at = n;
+	}
 	if (known && (kv->flags & CT_PYC_CAPTURE) && !w->s->cap_spec[0]) {
 		w->s->cap_spec[0] = st->frames[n].arg1;
 		w->s->cap_spec[1] = st->frames[n].arg2;
@@ -543,6 +578,7 @@ static __always_inline void walk_python(__u32 tgid, __u32 tid, __u64 sp, struct 
 
 	st->nframes = 0;
 	st->flags = 0;
+	st->nguess = 0;
 	w.s = bpf_map_lookup_elem(&walkbuf, &zero);
 	w.win = bpf_map_lookup_elem(&framewin, &zero);
 	w.cc = bpf_map_lookup_elem(&codecache, &zero);
@@ -584,13 +620,22 @@ static __always_inline void walk_python(__u32 tgid, __u32 tid, __u64 sp, struct 
 	bpf_loop(CT_PY_MAX_FRAMES + 1, walk_cb, &w, 0);
 	if (w.s->frame)
 		st->flags |= CT_PYS_TRUNCATED;
-	if (w.s->unknown || !st->nframes)
+	if (w.s->unknown || !st->nframes) {
+		/* a helper or op frame known, further in than the first one not known: the best
+		 * guess (one of them: a helper calls no op from Python but torch.compile's) */
+		if (st->nguess >= CT_PYS_GUESSES && (w.s->helper || w.s->opcall))
+			st->nguess = CT_PYS_GUESSES - 1;
+		if (w.s->helper)
+			guess_helper(&w, w.s->helper, 0);
+		else if (w.s->opcall && w.s->opcall_at < CT_PYS_GUESS_FRAMES)
+			guess_helper(&w, w.s->opcall, CT_GUESS_FROM(w.s->opcall_at, 1));
 		return;
+	}
 	st->flags |= CT_PYS_KNOWN;
 	helper = w.s->helper ? w.s->helper : w.s->opcall; /* opcall: torch.compile's code */
 	if (helper) {
-		__builtin_memset(&st->helper, 0, sizeof(st->helper));
-		describe_val(pp, helper, &st->helper);
+		__builtin_memset(&st->helper[0], 0, sizeof(st->helper[0]));
+		describe_val(pp, helper, &st->helper[0]);
 		st->flags |= CT_PYS_HELPER;
 	}
 }

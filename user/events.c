@@ -16,7 +16,7 @@ _Static_assert(sizeof(struct ct_loc) == 8, "ct_loc layout");
 _Static_assert(sizeof(struct ct_probe_spec) == 8 + 8 * CT_NVAL + 16, "ct_probe_spec layout");
 _Static_assert(sizeof(struct ct_op_val) == 88, "ct_op_val layout");
 _Static_assert(sizeof(struct ct_call_event) ==
-		   24 + 16 + 8 * CT_NVAL + 8 + 88 + 48 * CT_PY_MAX_FRAMES,
+		   24 + 16 + 8 * CT_NVAL + 8 + 88 * CT_PYS_GUESSES + 48 * CT_PY_MAX_FRAMES,
 	       "ct_call_event layout");
 _Static_assert(sizeof(struct ct_pyframe_raw) == 48, "ct_pyframe_raw layout");
 _Static_assert(sizeof(struct ct_ret_event) == 48, "ct_ret_event layout");

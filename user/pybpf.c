@@ -119,8 +119,9 @@ const struct ct_torch_layout *ct_pys_tensor_layout(struct ct_proc *p)
 }
 
 /*
- * --ops: before BPF describes an op's arguments, tell it torch's tensor layout if torch is
- * loaded now (looked up until it is: ops of a framework without torch get types only).
+ * Tell BPF torch's tensor layout if torch is loaded now (looked up until it is: a framework
+ * without torch gets types only), so that it describes tensors at the call: a helper's
+ * (the first one's too, a guess while its frame is not known), an op's arguments (--ops).
  */
 void ct_pys_torch_layout_to_bpf(struct ct_session *s, struct ct_proc *p)
 {
@@ -129,12 +130,10 @@ void ct_pys_torch_layout_to_bpf(struct ct_session *s, struct ct_proc *p)
 	if (p->torch_layout)
 		return;
 	tl = ct_pys_tensor_layout(p);
-	if (!tl)
+	if (!tl || ct_pys_update_pyproc(s, p, tl))
 		return;
-	if (!ct_pys_update_pyproc(s, p, tl))
-		p->torch_layout = tl;
-	ct_info("commtrace: pid %d: torch tensor layout known: op arguments with dtypes and "
-		"shapes\n",
+	p->torch_layout = tl;
+	ct_info("commtrace: pid %d: torch tensor layout known: tensors described at the call\n",
 		p->pid);
 }
 
@@ -199,7 +198,6 @@ void ct_pys_tell_known(struct ct_session *s, struct ct_proc *p, uint64_t code,
 {
 	struct ct_pycode_key k = {.tgid = (__u32)p->pid, .code = code};
 	struct ct_pycode_val v = f->known;
-	const struct ct_torch_layout *tl;
 	int fd;
 
 	if (!s->skel)
@@ -209,11 +207,8 @@ void ct_pys_tell_known(struct ct_session *s, struct ct_proc *p, uint64_t code,
 		v.flags |= CT_PYC_SELF;
 	if (r && r->role == CT_ROLE_HELPER)
 		v.flags |= CT_PYC_HELPER;
-	if (r && (r->role == CT_ROLE_HELPER || r->role == CT_ROLE_OPCALL)) {
-		tl = ct_pys_tensor_layout(p);
-		if (tl && !p->torch_layout && !ct_pys_update_pyproc(s, p, tl))
-			p->torch_layout = tl;
-	}
+	if (r && (r->role == CT_ROLE_HELPER || r->role == CT_ROLE_OPCALL))
+		ct_pys_torch_layout_to_bpf(s, p);
 	/* and so does a redistribution's, whose specs may be temporaries, unless BPF can copy
 	 * them at the call (CT_PYC_CAPTURE) */
 	if (r && r->role == CT_ROLE_RESHARD && p->spec_layout.type)

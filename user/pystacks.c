@@ -115,6 +115,31 @@ static int8_t shape_unknown(struct ct_session *s, struct ct_proc *p, uint64_t ar
 	return tensor < 0 ? CT_SHAPE_FREED : CT_SHAPE_UNREADABLE;
 }
 
+/* What BPF read of the helper's argument arg at the call: described as the helper's, or a
+ * guess at a stack not known then that turned out to be arg; NULL: nothing. */
+static const struct ct_op_val *described(const struct ct_pystack *py, uint64_t arg)
+{
+	if (py->flags & CT_PYS_HELPER)
+		return &py->helper[0];
+	for (unsigned int i = 0;
+	     arg && !(py->flags & CT_PYS_KNOWN) && i < py->nguess && i < CT_PYS_GUESSES; i++)
+		if (py->helper[i].obj == arg)
+			return &py->helper[i];
+	return NULL;
+}
+
+/* The first argument of the op called from Python at frame i with its *args at args: as BPF
+ * read it at the call where it guessed so, else read now. */
+static uint64_t opcall_first(struct ct_proc *p, const struct ct_pystack *py, int i, uint64_t args)
+{
+	for (unsigned int k = 0; !(py->flags & CT_PYS_KNOWN) && i < CT_PYS_GUESS_FRAMES &&
+				 k < py->nguess && k < CT_PYS_GUESSES;
+	     k++)
+		if (py->helper[k].guess == CT_GUESS_FROM(i, 1))
+			return py->helper[k].obj;
+	return first_arg(p, args);
+}
+
 /* Seed 000's input_shape: of the helper's tensor argument, read now, after the call (its
  * tensor may have been freed since; calls.c checks the element count against the call's). */
 static void helper_shape(struct ct_session *s, struct ct_proc *p, uint64_t arg,
@@ -158,6 +183,7 @@ int ct_py_attach_proc(struct ct_session *s, struct ct_proc *p)
 	rc = ct_pys_watch_code_frees(s, p);
 	if (rc)
 		return rc;
+	ct_pys_torch_layout_to_bpf(s, p); /* the first collective's tensor described too */
 	ct_info("commtrace: pid %d: CPython %d.%d, _PyRuntime at 0x%llx%s\n", p->pid, p->py.major,
 		p->py.minor, (unsigned long long)p->py.runtime_addr,
 		p->py.from_debug ? " (offsets from _Py_DebugOffsets)" : "");
@@ -462,6 +488,8 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_hdr 
 	bool backward = false, attributed = false, unattributed = false, known;
 	const char *op = NULL;
 	uint64_t helper_arg = 0, opcall_args = 0;
+	const struct ct_op_val *seen;
+	int ndim, opcall_frame = 0;
 	const struct ct_pyframe_raw *reshard = NULL;
 	const struct ct_pyframe *reshard_f = NULL;
 	const struct ct_rule *reshard_r = NULL;
@@ -475,6 +503,8 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_hdr 
 	st->counts.stacks++;
 	known = py->flags & CT_PYS_KNOWN;
 	st->counts.stacks_known += known;
+	if (!known) /* torch imported since the process was attached */
+		ct_pys_torch_layout_to_bpf(s, p);
 	ct_py_symbolize_many(st->sym, p->pid, &p->py.offsets, py->frames, n, known, st->frames_buf,
 			     st->frames_rc);
 	/* Innermost first from BPF; the tree wants the outermost first. */
@@ -547,6 +577,7 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_hdr 
 				op = fo;
 				helper = helper ? helper : ct_intern(h);
 				opcall_args = raw->arg1;
+				opcall_frame = i;
 			}
 			break;
 		}
@@ -637,14 +668,14 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_hdr 
 	c->helper = helper;
 	c->op = op;
 	if (!helper_arg && opcall_args) /* torch.compile's code: the op's tensor argument */
-		helper_arg = first_arg(p, opcall_args);
+		helper_arg = opcall_first(p, py, opcall_frame, opcall_args);
+	seen = described(py, helper_arg);
 	if (!helper) {
 		c->in_ndim = CT_SHAPE_NONE;
-	} else if (py->flags & CT_PYS_HELPER) { /* described by BPF at the call */
-		int ndim = ct_opval_shape(&py->helper, c->in_shape);
-
-		c->in_ndim = ndim >= 0 ? (int8_t)ndim
-				       : shape_unknown(s, p, py->helper.obj, py->helper.type, true);
+	} else if (seen && (ndim = ct_opval_shape(seen, c->in_shape)) >= 0) {
+		c->in_ndim = (int8_t)ndim; /* read by BPF at the call */
+	} else if (py->flags & CT_PYS_HELPER) {
+		c->in_ndim = shape_unknown(s, p, py->helper[0].obj, py->helper[0].type, true);
 	} else {
 		helper_shape(s, p, helper_arg, c);
 	}

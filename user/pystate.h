@@ -123,7 +123,7 @@ const char *ct_pys_object_label(struct ct_pystate *st, struct ct_proc *p, uint64
 const char *ct_pys_class_label(struct ct_pystate *st, struct ct_proc *p, uint64_t obj);
 /* Give BPF the process's interpreter layout and, with tl, torch's tensor layout. */
 int ct_pys_update_pyproc(struct ct_session *s, struct ct_proc *p, const struct ct_torch_layout *tl);
-/* Tell BPF torch's tensor layout once torch is known in the process. */
+/* Tell BPF torch's tensor layout once torch is loaded in the process. */
 void ct_pys_torch_layout_to_bpf(struct ct_session *s, struct ct_proc *p);
 /* pycodes changed (an entry deleted or replaced): BPF drops its copies of held entries. */
 void ct_pys_codes_changed(struct ct_session *s);

@@ -198,9 +198,16 @@ struct ct_op_val {
 	__s64 sizes[CT_OP_DIMS];
 	__u64 ndim;
 	__u16 dtype;
-	__u8 impl; /* the tensor fields above were read */
-	__u8 pad[5];
+	__u8 impl;  /* the tensor fields above were read */
+	__u8 guess; /* struct ct_pystack's guesses: CT_GUESS_FROM */
+	__u8 pad[4];
 };
+
+/* Where a guess at a helper's tensor was read: the first local of frame i (innermost 0, below
+ * CT_PYS_GUESS_FRAMES), or with CT_GUESS_ARGS the first item of its second local (*args of an
+ * op called from Python); 0: the first local of a helper frame that was known */
+#define CT_GUESS_ARGS	    0x80
+#define CT_GUESS_FROM(i, a) ((__u8)(((i) + 1) | ((a) ? CT_GUESS_ARGS : 0)))
 
 /* One Python frame as the walker sends it. */
 struct ct_pyframe_raw {
@@ -219,11 +226,24 @@ struct ct_pyframe_raw {
 #define CT_PYS_KNOWN	 (1u << 3) /* every code object known and checked (struct ct_pycode_val) */
 #define CT_PYS_HELPER	 (1u << 4) /* helper: the outermost helper frame's tensor, described */
 
+/*
+ * A stack with a code object not known yet (not CT_PYS_KNOWN) is resolved by user space,
+ * which only then learns which frame is the helper's; its tensor may be freed by then. So
+ * BPF describes, at the call, the first locals of the innermost CT_PYS_GUESS_FRAMES frames
+ * that read as tensors (the product of the sizes is the element count), up to
+ * CT_PYS_GUESSES distinct objects, innermost first; user space keeps the one that is the
+ * helper's first local, if any.
+ */
+#define CT_PYS_GUESSES	    2 /* a power of 2 */
+#define CT_PYS_GUESS_FRAMES 8
+
 struct ct_pystack {
 	__u16 nframes;
 	__u16 flags;
-	__u32 pad;
-	struct ct_op_val helper; /* CT_PYS_HELPER: the first local of the outermost helper frame */
+	__u16 nguess; /* not CT_PYS_KNOWN: helper[0..nguess) are guesses */
+	__u16 pad;
+	/* CT_PYS_HELPER: [0] is the first local of the outermost helper frame */
+	struct ct_op_val helper[CT_PYS_GUESSES];
 	struct ct_pyframe_raw frames[CT_PY_MAX_FRAMES]; /* innermost first; nframes sent */
 };
 

@@ -126,6 +126,12 @@ def test_parity_with_commdebugmode(bpf, torch2_root, reaper, start_tracer, tmp_p
         roots = cd["records"]
         assert [x["phase"] for x in roots] == ["forward", "backward"] * STEPS, \
             [(x["module_fqn"], x["phase"]) for x in roots]
+        # every functional collective's tensor described at the call, the first one's too
+        # (its helper's frame not known yet then)
+        colls = [c for x in roots for c in nodes_of(x, "collective")]
+        assert colls and all(c["op"].startswith("c10d_functional.") for c in colls)
+        assert all(c.get("input_shape") for c in colls), \
+            [(c["op"], c.get("input_shape_unknown")) for c in colls if not c.get("input_shape")]
 
 
 def nodes_of(node, kind):
@@ -167,13 +173,12 @@ def test_unknown_torch_layout(bpf, torch2_root, reaper, start_tracer, tmp_path, 
         assert [(c["collective_type"], c["bytes"], c["phase"]) for c in uc] == \
             [(c["collective_type"], c["bytes"], c["phase"]) for c in kc]
         # Every collective of the MLP comes from a functional collective whose first
-        # argument is a tensor. With the layout known, its shape is shown (but where it was
-        # freed, or another tensor took its address, by the time it was read); unknown, each
-        # one says so.
+        # argument is a tensor. With the layout known, its shape is shown (described at the
+        # call); unknown, each one says so.
         assert [c.get("op") for c in uc] == [c.get("op") for c in kc]
         helpers = [c for c in uc if (c.get("op") or "").startswith("c10d_functional.")]
         assert helpers and len(helpers) == len(uc), uc
-        assert any("input_shape" in c for c in kc), kc
+        assert all(c.get("input_shape") for c in kc), kc
         for c in uc:
             assert "input_shape" not in c and c.get("input_shape_unknown") == "no_layout", c
         ko = [o for x in k["comm_debug"]["records"] for o in nodes_of(x, "op")]
@@ -529,9 +534,10 @@ def test_compiled_collectives(bpf, torch2_root, reaper, start_tracer, tmp_path, 
                         for c in colls] == [("all_reduce", "c10d_functional.all_reduce", 256,
                                              root["phase"])], gs[0]
                 names.setdefault(root["phase"], set()).add(gs[0]["name"])
-        # the shape from the op's tensor, once BPF knows the stack (from the second step)
-        last = [c for root in roots[-2:] for g in nodes_of(root, "graph") for c in g["children"]]
-        assert last and all(c.get("input_shape") == [4, 16] for c in last), last
+        # the shape from the op's tensor, described at the call, the first step's too
+        colls = [c for root in roots for g in nodes_of(root, "graph") for c in g["children"]]
+        assert colls and all(c.get("input_shape") == [4, 16] for c in colls), \
+            [(c["phase"], c.get("input_shape"), c.get("input_shape_unknown")) for c in colls]
         # one graph a phase (each block runs the same code), its code on disk as named
         assert len(names["forward"]) == len(names["backward"]) == 1, names
         assert names["forward"] != names["backward"]
