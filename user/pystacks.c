@@ -115,14 +115,21 @@ static int8_t shape_unknown(struct ct_session *s, struct ct_proc *p, uint64_t ar
 	return tensor < 0 ? CT_SHAPE_FREED : CT_SHAPE_UNREADABLE;
 }
 
+/* How many of py->helper are BPF's guesses (a stack not known at the call). */
+static unsigned int guesses(const struct ct_pystack *py)
+{
+	if (py->flags & CT_PYS_KNOWN)
+		return 0;
+	return py->nguess < CT_PYS_GUESSES ? py->nguess : CT_PYS_GUESSES;
+}
+
 /* What BPF read of the helper's argument arg at the call: described as the helper's, or a
  * guess at a stack not known then that turned out to be arg; NULL: nothing. */
 static const struct ct_op_val *described(const struct ct_pystack *py, uint64_t arg)
 {
 	if (py->flags & CT_PYS_HELPER)
 		return &py->helper[0];
-	for (unsigned int i = 0;
-	     arg && !(py->flags & CT_PYS_KNOWN) && i < py->nguess && i < CT_PYS_GUESSES; i++)
+	for (unsigned int i = 0; arg && i < guesses(py); i++)
 		if (py->helper[i].obj == arg)
 			return &py->helper[i];
 	return NULL;
@@ -132,9 +139,7 @@ static const struct ct_op_val *described(const struct ct_pystack *py, uint64_t a
  * read it at the call where it guessed so, else read now. */
 static uint64_t opcall_first(struct ct_proc *p, const struct ct_pystack *py, int i, uint64_t args)
 {
-	for (unsigned int k = 0; !(py->flags & CT_PYS_KNOWN) && i < CT_PYS_GUESS_FRAMES &&
-				 k < py->nguess && k < CT_PYS_GUESSES;
-	     k++)
+	for (unsigned int k = 0; i < CT_PYS_GUESS_FRAMES && k < guesses(py); k++)
 		if (py->helper[k].guess == CT_GUESS_FROM(i, 1))
 			return py->helper[k].obj;
 	return first_arg(p, args);
