@@ -178,6 +178,31 @@ static bool probe_uprobe_session(void)
 	return fd == -EBADF;
 }
 
+/*
+ * Every page of the ring written once before the first probe (ct_prefault), half of it at a
+ * time, the reader skipping the discarded records between: the first pass through the ring
+ * is then no costlier for the traced processes than the next ones. Best effort: a kernel
+ * that refuses it leaves that cost where it was.
+ */
+static void prefault_ring(struct ct_session *s)
+{
+	__u32 half = (__u32)(((__u64)s->opts->ringbuf_mb << 20) / 4096 / 2);
+	LIBBPF_OPTS(bpf_test_run_opts, run, .ctx_in = &half, .ctx_size_in = sizeof(half));
+	int fd = bpf_program__fd(s->skel->progs.ct_prefault);
+
+	for (int i = 0; i < 2; i++) {
+		errno = 0;
+		if (bpf_prog_test_run_opts(fd, &run) || (__u32)run.retval != half) {
+			ct_info("commtrace: ring buffer not written ahead (%s): its first pass may "
+				"cost the traced processes more\n",
+				errno ? strerror(errno) : "fewer pages than asked");
+			return;
+		}
+		ring_buffer__consume(s->rb);
+	}
+	ct_info("commtrace: ring buffer: %u pages written ahead of the first probe\n", 2 * half);
+}
+
 int ct_bpf_open_load(struct ct_session *s, ring_buffer_sample_fn on_record)
 {
 	struct commtrace *skel;
@@ -291,6 +316,7 @@ int ct_bpf_open_load(struct ct_session *s, ring_buffer_sample_fn on_record)
 		fprintf(stderr, "commtrace: ring buffer: %s\n", strerror(-err));
 		return err;
 	}
+	prefault_ring(s);
 	return 0;
 }
 

@@ -61,7 +61,7 @@ static bool uprobe_prog(struct bpf_program *p)
 	return !strncmp(sec, "uprobe", 6) || !strncmp(sec, "uretprobe", 9);
 }
 
-/* Every program's runs and run time so far, ct_calib left out. */
+/* Every program's runs and run time so far, ct_calib and ct_prefault (the tracer's) left out. */
 static void read_progs(struct ct_session *s, struct ct_cost *c)
 {
 	struct bpf_program *prog;
@@ -73,7 +73,8 @@ static void read_progs(struct ct_session *s, struct ct_cost *c)
 		__u32 len = sizeof(info);
 		int fd = bpf_program__fd(prog);
 
-		if (prog == s->skel->progs.ct_calib || fd < 0 || c->n_prog == CT_COST_PROGS)
+		if (prog == s->skel->progs.ct_calib || prog == s->skel->progs.ct_prefault ||
+		    fd < 0 || c->n_prog == CT_COST_PROGS)
 			continue;
 		memset(&info, 0, sizeof(info));
 		if (bpf_obj_get_info_by_fd(fd, &info, &len))

@@ -41,7 +41,8 @@ def check_cost(js):
     assert cost["bpf_ns"] == sum(progs[p]["ns"] for p in uprobes if p in progs)
     assert cost["return_hits"] == sum(progs[p]["runs"] for p in ("ct_exit", "ct_py_exit")
                                       if p in progs)
-    assert "ct_calib" not in progs  # the measuring probe is not the targets' cost
+    # the measuring probe and the ring's writing ahead are not the targets' cost
+    assert "ct_calib" not in progs and "ct_prefault" not in progs
     assert cost["bpf_ns"] > 0 and cost["hit_ns"] > 0 and cost["return_hit_ns"] > 0, cost
     assert cost["targets_added_ns"] == pytest.approx(
         (cost["probe_hits"] - cost["return_hits"]) * cost["hit_ns"]
@@ -67,6 +68,11 @@ def test_cost_launch_mode(bpf, progs, start_tracer, tmp_path):
     assert STATS.read_text() == was, "--cost left the kernel's BPF statistics changed"
     js = load_trace_json(js_path)
     assert js["total_counts"] == CALLS + 2  # + HcclCommInitRootInfo, HcclCommDestroy
+    # Every page of the default 8 MiB ring was written once before the first probe, and
+    # those records, discarded, are neither counted nor lost.
+    assert "commtrace: ring buffer: 2048 pages written ahead of the first probe" in \
+        tracer.stderr_lines(), tracer.describe()
+    assert js["dropped_events"] == 0, js["drops"]
     cost = check_cost(js)
     # The command's CPU holds the probes' cost: at least what the BPF programs ran.
     assert cost["targets_cpu_ns"] >= cost["bpf_ns"], cost
