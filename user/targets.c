@@ -584,6 +584,11 @@ int ct_proc_scan(struct ct_session *s, struct ct_proc *p)
 
 		if (!strchr(m->perms, 'x') || already(p, m->path))
 			continue;
+		/* Its probes serve the Python stacks only (autograd contexts, backward passes):
+		 * without stacks each would be a hit for nothing, 46 a step on the torch 2.6 TP
+		 * job. */
+		if (d == &ct_lib_torch_python && s->opts->no_stacks)
+			continue;
 		rc = ct_map_open_path(p->pid, m, host, sizeof(host));
 		if (rc == -ESRCH) {
 			free(sc.maps);

@@ -129,6 +129,26 @@ def test_seed000_mlp_forward_backward(bpf, torch_available, reaper, start_tracer
         assert js["autograd"]["backward_unattributed"] == 0
 
 
+def test_no_stacks_leaves_libtorch_python_unprobed(bpf, torch_available, reaper, start_tracer,
+                                                   tmp_path):
+    """--no-stacks: the same collectives, counted exactly, and no probe on libtorch_python,
+    whose autograd contexts and backward passes serve the stacks only."""
+    forwards = 3
+    js, pids, tr = trace_ranks(reaper, start_tracer, tmp_path, "seed000_mlp.py",
+                               "--forwards", forwards, "--backward", "--linger", 1,
+                               extra=("--no-stacks", "-v"))
+    probed = [l for l in tr.stderr_lines() if "probes on" in l]
+    assert [l for l in probed if l.endswith("(c10d)")], tr.describe()
+    assert not [l for l in probed if "torch_python" in l], probed
+    assert "autograd" not in js, js["autograd"]
+    for rank, pid in enumerate(pids):
+        ledger = json.loads((tmp_path / f"expect.{rank}").read_text())
+        proc = next(p for p in js["processes"] if p["pid"] == pid)
+        assert "comm_debug" not in proc
+        assert proc["comm_counts"]["ProcessGroupGloo::allreduce"] == \
+            forwards + ledger["backwards"], proc["comm_counts"]
+
+
 def test_seed000_sharding(bpf, torch_available, reaper, start_tracer, tmp_path):
     """--sharding: every parameter of the root module found on the stacks, read from the
     live objects (seed 000's get_parameter_info / get_sharding_info)."""
