@@ -61,8 +61,6 @@ static __always_inline __u64 wakeup_flag(void)
  * its probes over the first pass through the ring: on the torch 2.6 TP job, an entry
  * program took about twice as long for the first seconds of an 8 MiB ring.
  */
-#define CT_RB_PAGE 4096
-
 static long prefault_cb(__u64 i, void *ctx)
 {
 	void *r = bpf_ringbuf_reserve(&events, CT_RB_PAGE - BPF_RINGBUF_HDR_SZ, 0);

@@ -186,7 +186,7 @@ static bool probe_uprobe_session(void)
  */
 static void prefault_ring(struct ct_session *s)
 {
-	__u32 half = (__u32)(((__u64)s->opts->ringbuf_mb << 20) / 4096 / 2);
+	__u32 half = (__u32)(((__u64)s->opts->ringbuf_mb << 20) / CT_RB_PAGE / 2);
 	LIBBPF_OPTS(bpf_test_run_opts, run, .ctx_in = &half, .ctx_size_in = sizeof(half));
 	int fd = bpf_program__fd(s->skel->progs.ct_prefault);
 

@@ -584,10 +584,9 @@ int ct_proc_scan(struct ct_session *s, struct ct_proc *p)
 
 		if (!strchr(m->perms, 'x') || already(p, m->path))
 			continue;
-		/* Its probes serve the Python stacks only (autograd contexts, backward passes):
-		 * without stacks each would be a hit for nothing, 46 a step on the torch 2.6 TP
-		 * job. */
-		if (d == &ct_lib_torch_python && s->opts->no_stacks)
+		/* without stacks, such a library's probes would be hits for nothing (46 a
+		 * step and rank on the torch 2.6 TP job: libtorch_python's autograd contexts) */
+		if (d && d->stacks_only && s->opts->no_stacks)
 			continue;
 		rc = ct_map_open_path(p->pid, m, host, sizeof(host));
 		if (rc == -ESRCH) {

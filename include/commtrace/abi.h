@@ -17,6 +17,8 @@
 #include "commtrace/pyabi.h"
 
 #define CT_MAX_PROBES	 4096 /* probe specs (attach cookies) in one session */
+/* ct_prefault writes the ring buffer one page of this size at a time */
+#define CT_RB_PAGE	 4096
 #define CT_MAX_DEPTH	 8    /* nested traced calls per thread (MPI inside c10d inside …) */
 #define CT_MAX_VEC	 4096 /* entries summed from a counts[] array (…v collectives) */
 #define CT_NVAL		 13   /* values decoded per call */

@@ -92,6 +92,7 @@ struct ct_libdesc {
 	/* not a communication library (it helps attribute calls): no statistics, reports
 	 * or "no library" check of its own */
 	bool aux;
+	bool stacks_only; /* its probes serve the Python stacks only: none with --no-stacks */
 };
 
 extern const struct ct_libdesc ct_lib_mpi, ct_lib_gloo, ct_lib_c10d, ct_lib_c10d2, ct_lib_nccl,

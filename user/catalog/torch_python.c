@@ -44,5 +44,6 @@ const struct ct_libdesc ct_lib_torch_python = {
     .funcs = torch_python_funcs,
     .n_funcs = ARRAY_LEN(torch_python_funcs),
     .aux = true,
+    .stacks_only = true,
     .times = "not a collective: autograd context creation, for backward attribution",
 };
