@@ -17,32 +17,39 @@
 #include "util/log.h"
 
 /*
- * The site one hit is measured at. On x86-64 the probes of the targets sit past a leading
- * endbr64 (targets.c), mostly on a push, which the kernel emulates: so does this one.
+ * The sites one hit is measured at: three alike, one left bare, one with an entry probe, one
+ * with an entry and a return probe. On x86-64 the probes of the targets sit past a leading
+ * endbr64 (targets.c), mostly on a push, which the kernel emulates: so do these.
  */
-void ct_cost_site(void);
+void ct_cost_bare(void);
+void ct_cost_entry(void);
+void ct_cost_pair(void);
 #if defined(__x86_64__)
-__asm__(".pushsection .text\n"
-	".globl ct_cost_site\n"
-	".type ct_cost_site, @function\n"
-	"ct_cost_site:\n"
-	"\tendbr64\n"
-	"\tpush %rbp\n"
-	"\tpop %rbp\n"
-	"\tret\n"
-	".size ct_cost_site, .-ct_cost_site\n"
-	".popsection\n");
+#define COST_SITE(name)                                                                            \
+	".globl " name "\n.type " name ", @function\n" name ":\n\tendbr64\n\tpush %rbp\n"          \
+	"\tpop %rbp\n\tret\n.size " name ", .-" name "\n"
+__asm__(".pushsection .text\n" COST_SITE("ct_cost_bare") COST_SITE("ct_cost_entry")
+	    COST_SITE("ct_cost_pair") ".popsection\n");
 #define SITE_SKIP 4
 #else
-__attribute__((noinline)) void ct_cost_site(void)
+__attribute__((noipa)) void ct_cost_bare(void)
 {
-	__asm__ volatile("");
+	__asm__ volatile("" ::: "memory");
+}
+__attribute__((noipa)) void ct_cost_entry(void)
+{
+	__asm__ volatile("nop" ::: "memory");
+}
+__attribute__((noipa)) void ct_cost_pair(void)
+{
+	__asm__ volatile("nop\n\tnop" ::: "memory");
 }
 #define SITE_SKIP 0
 #endif
 
-#define HIT_CALLS   400 /* per batch: 2 ms at 5 µs a hit */
-#define HIT_BATCHES 5	/* the median batch */
+#define HIT_CALLS  400 /* per batch: 2 ms at 5 µs a hit */
+#define HIT_ROUNDS 15  /* a batch of each site per round; the median round */
+#define HIT_TRIES  3   /* measured again while a price comes out 0 or less */
 
 static bool stats_sysctl_on(void)
 {
@@ -116,20 +123,43 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* This thread's CPU ns per call of the site, the median of the batches. */
-static double site_ns(void)
+/* This thread's CPU ns per call of a site, over one batch. */
+static double batch_ns(void (*site)(void))
 {
-	double v[HIT_BATCHES];
+	uint64_t t0 = ct_now_ns(CLOCK_THREAD_CPUTIME_ID);
 
-	for (int b = 0; b < HIT_BATCHES; b++) {
-		uint64_t t0 = ct_now_ns(CLOCK_THREAD_CPUTIME_ID);
+	for (int i = 0; i < HIT_CALLS; i++)
+		site();
+	return (double)(ct_now_ns(CLOCK_THREAD_CPUTIME_ID) - t0) / HIT_CALLS;
+}
 
-		for (int i = 0; i < HIT_CALLS; i++)
-			ct_cost_site();
-		v[b] = (double)(ct_now_ns(CLOCK_THREAD_CPUTIME_ID) - t0) / HIT_CALLS;
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(v[0]), cmp_double);
+	return v[n / 2];
+}
+
+/*
+ * One entry hit's price and one return hit's: the three sites measured in turn, round after
+ * round, in an order that rotates, each price the median of its rounds' differences. A return
+ * hit (a system call) costs a fourth of an entry hit (a breakpoint) or less: measured apart,
+ * one after the other, a drift of the machine between the two swallowed it (0 ns).
+ */
+static void measure_rounds(double *entry, double *ret)
+{
+	void (*site[3])(void) = {ct_cost_bare, ct_cost_entry, ct_cost_pair};
+	double d_entry[HIT_ROUNDS], d_ret[HIT_ROUNDS];
+
+	for (int r = 0; r < HIT_ROUNDS; r++) {
+		double ns[3];
+
+		for (int k = 0; k < 3; k++)
+			ns[(r + k) % 3] = batch_ns(site[(r + k) % 3]);
+		d_entry[r] = ns[1] - ns[0];
+		d_ret[r] = ns[2] - ns[1];
 	}
-	qsort(v, HIT_BATCHES, sizeof(v[0]), cmp_double);
-	return v[HIT_BATCHES / 2];
+	*entry = median(d_entry, HIT_ROUNDS);
+	*ret = median(d_ret, HIT_ROUNDS);
 }
 
 struct site_find {
@@ -146,10 +176,10 @@ static int site_map(const struct ct_map *m, void *ctx)
 	return 1;
 }
 
-/* The file offset of the site in the tracer's own executable, from its mapping. */
-static int site_offset(uint64_t *off)
+/* The file offset of a site in the tracer's own executable, from its mapping. */
+static int site_offset(void (*site)(void), uint64_t *off)
 {
-	struct site_find f = {.addr = (uint64_t)(uintptr_t)ct_cost_site + SITE_SKIP};
+	struct site_find f = {.addr = (uint64_t)(uintptr_t)site + SITE_SKIP};
 	int rc = ct_maps_foreach(getpid(), site_map, &f);
 
 	if (rc < 0)
@@ -160,44 +190,44 @@ static int site_offset(uint64_t *off)
 	return 0;
 }
 
-/* The site's CPU ns a call with the do-nothing program as an entry probe (and with ret, a
- * return probe too), or -errno when it could not be attached. */
-static double probed_ns(struct ct_session *s, uint64_t off, bool ret)
+/* The do-nothing program as an entry probe on ct_cost_entry, as both probes on ct_cost_pair. */
+static int attach_sites(struct ct_session *s, struct ct_links *links)
 {
-	struct ct_links links = {0};
-	double ns;
-	int err = ct_bpf_attach_calib(s, "/proc/self/exe", off, ret, &links);
+	uint64_t entry_off = 0, pair_off = 0;
+	int err = site_offset(ct_cost_entry, &entry_off);
 
-	if (err)
-		return err;
-	ct_cost_site(); /* the first hit maps the kernel's side */
-	ns = site_ns();
-	ct_links_destroy(&links, 0);
-	return ns;
+	if (!err)
+		err = site_offset(ct_cost_pair, &pair_off);
+	if (!err)
+		err = ct_bpf_attach_calib(s, "/proc/self/exe", entry_off, false, links);
+	if (!err)
+		err = ct_bpf_attach_calib(s, "/proc/self/exe", pair_off, true, links);
+	return err;
 }
 
-/* What one entry hit and one return hit cost here: the site's CPU time with the probes,
- * less without. 0 when not measured (said on stderr: those hits are then not in the
- * targets' added CPU). */
+/* What one entry hit and one return hit cost here (said on stderr when they could not be
+ * measured: those hits are then not in the targets' added CPU). */
 static void measure_hits(struct ct_session *s, struct ct_cost *c)
 {
-	uint64_t off = 0;
-	double bare, entry, pair;
-	int err = site_offset(&off);
+	struct ct_links links = {0};
+	double entry = 0, ret = 0;
+	int err = attach_sites(s, &links);
 
-	bare = site_ns();
-	entry = err ? err : probed_ns(s, off, false);
-	pair = entry < 0 ? entry : probed_ns(s, off, true);
-	if (pair < 0) {
+	if (err) {
+		ct_links_destroy(&links, 0);
 		fprintf(stderr,
 			"commtrace-bpf: --cost: one probe hit could not be measured (%s): the "
 			"cost below is the BPF time only\n",
-			strerror((int)-pair));
+			strerror(-err));
 		return;
 	}
-	bare = (bare + site_ns()) / 2; /* before and after, against a drift of the machine */
-	c->hit_ns = entry > bare ? entry - bare : 0;
-	c->ret_ns = pair > entry ? pair - entry : 0;
+	ct_cost_entry(); /* the first hits map the kernel's side */
+	ct_cost_pair();
+	for (int t = 0; t < HIT_TRIES && (entry <= 0 || ret <= 0); t++)
+		measure_rounds(&entry, &ret);
+	ct_links_destroy(&links, 0);
+	c->hit_ns = entry > 0 ? entry : 0;
+	c->ret_ns = ret > 0 ? ret : 0;
 }
 
 static uint64_t rusage_ns(const struct rusage *ru)
