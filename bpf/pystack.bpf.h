@@ -544,8 +544,8 @@ static long walk_cb(__u64 i, void *data)
 	check_code(w, kv, head, fresh, ident);
 	known = !w->s->unknown && kv;
 	/* Read now: the cell dies with the call (torch 2.x's Module._call_impl has one). Not
-	 * for a known code object whose first local names nothing. */
-	if (!known || (kv->flags & CT_PYC_SELF))
+	 * for a known code object whose first local names nothing, or is never a cell. */
+	if (!known || (kv->flags & (CT_PYC_SELF | CT_PYC_PLAIN)) == CT_PYC_SELF)
 		self = uncell(self, o->object_type, w->cell_type);
 	st->frames[n].self = self;
 	if (!known && n < CT_PYS_GUESS_FRAMES) {

@@ -411,6 +411,15 @@ int main(void)
 	N("code_version");
 #endif
 	F("unicode_hash", offsetof(PyASCIIObject, hash));
+	/* 3.11+ keep a kind byte per local (a bytes object): a first local that is neither a cell
+	 * nor a free variable holds its object itself, and the walker need not look inside. */
+#if PY_VERSION_HEX >= 0x030b0000
+	F("code_localspluskinds", offsetof(PyCodeObject, co_localspluskinds));
+	F("fast_cell_kinds", CO_FAST_CELL | CO_FAST_FREE);
+#else
+	N("code_localspluskinds");
+	F("fast_cell_kinds", 0);
+#endif
 	/* Not a struct field: checked equal across versions by the script. */
 	printf("#state %lu %lu %lu\n", state_shift(0), state_shift(1), state_shift(2));
 #if PY_VERSION_HEX >= 0x030d0000

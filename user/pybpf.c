@@ -204,7 +204,7 @@ void ct_pys_tell_known(struct ct_session *s, struct ct_proc *p, uint64_t code,
 		return;
 	fd = bpf_map__fd(s->skel->maps.pycodes);
 	if (r)
-		v.flags |= CT_PYC_SELF;
+		v.flags |= CT_PYC_SELF | (f->plain_first ? CT_PYC_PLAIN : 0);
 	if (r && r->role == CT_ROLE_HELPER)
 		v.flags |= CT_PYC_HELPER;
 	if (r && (r->role == CT_ROLE_HELPER || r->role == CT_ROLE_OPCALL))

@@ -62,6 +62,10 @@ struct ct_py_offsets {
 	__u16
 	    code_version; /* co_version (uint32, 3.12+): unique per code object, else CT_PY_NONE */
 	__u16 unicode_hash; /* PyASCIIObject.hash (Py_hash_t, -1 until computed) */
+	/* co_localspluskinds (3.11+: bytes, a CO_FAST_* kind per local), else CT_PY_NONE; and
+	 * the kinds whose local holds a cell (CO_FAST_CELL | CO_FAST_FREE) */
+	__u16 code_localspluskinds;
+	__u16 fast_cell_kinds;
 };
 
 /* The pyprocs map's value: one traced CPython process. */
@@ -169,6 +173,9 @@ struct ct_pycode_key {
  * co_version tells a code object from any made before it at its address).
  */
 #define CT_PYC_HELD    (1u << 5)
+/* Its first local is never a cell (co_localspluskinds, 3.11+): the walker takes it as it is,
+ * where it reads a first local's type to look inside a cell (torch 2.x's Module._call_impl). */
+#define CT_PYC_PLAIN   (1u << 6)
 
 struct ct_pycode_val {
 	__u64 name;	 /* co_qualname (3.11+) or co_name */

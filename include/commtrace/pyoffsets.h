@@ -51,6 +51,8 @@ static const struct ct_py_offsets ct_py_offsets_3_10 = {
     .frame_func = CT_PY_NONE,
     .code_version = CT_PY_NONE,
     .unicode_hash = 24,
+    .code_localspluskinds = CT_PY_NONE,
+    .fast_cell_kinds = 0,
 };
 
 /* pyenv-3.11.7, debian-3.11 */
@@ -90,6 +92,8 @@ static const struct ct_py_offsets ct_py_offsets_3_11 = {
     .frame_func = 0,
     .code_version = CT_PY_NONE,
     .unicode_hash = 24,
+    .code_localspluskinds = 104,
+    .fast_cell_kinds = 192,
 };
 
 /* pyenv-3.12.1 */
@@ -128,6 +132,8 @@ static const struct ct_py_offsets ct_py_offsets_3_12 = {
     .frame_func = 16,
     .code_version = 92,
     .unicode_hash = 24,
+    .code_localspluskinds = 104,
+    .fast_cell_kinds = 192,
 };
 
 /* pyenv-3.13.0 */
@@ -166,6 +172,8 @@ static const struct ct_py_offsets ct_py_offsets_3_13 = {
     .frame_func = 16,
     .code_version = 92,
     .unicode_hash = 24,
+    .code_localspluskinds = 104,
+    .fast_cell_kinds = 192,
 };
 
 /*

@@ -41,7 +41,10 @@ static const char pysym_script[] =
     "    pass\n"		/* 16 */
     "def \xce\xa9mega():\n"	/* 17: UCS-2 name (kind 2 str) */
     "    pass\n"		/* 18 */
-    "for f in (Outer.method, Outer.Inner.deep, gen, blocker, caf\xc3\xa9, \xce\xa9mega):\n"
+    "def celled(a):\n"		/* 19: its argument a cell */
+    "    return lambda: a\n"	/* 20: its first local a free variable */
+    "for f in (Outer.method, Outer.Inner.deep, gen, blocker, caf\xc3\xa9, \xce\xa9mega, celled,\n"
+    "          celled(0)):\n"
     "    c = f.__code__\n"
     "    print('code', id(c), c.co_firstlineno)\n"
     "g = gen()\n"
@@ -63,17 +66,21 @@ static const char pysym_script[] =
     "print('ready', flush=True)\n"
     "sys.stdin.read()\n";
 
-#define PYSYM_NCODES	  6
+#define PYSYM_NCODES	  8
 #define PYSYM_MAX_TFRAMES 32
 #define PYSYM_OUT_MAX	  16384
 
 static const char *const pysym_qualnames[PYSYM_NCODES] = {
-    "Outer.method", "Outer.Inner.deep", "gen", "blocker", "caf\xc3\xa9", "?mega",
+    "Outer.method", "Outer.Inner.deep",		"gen", "blocker", "caf\xc3\xa9", "?mega",
+    "celled",	    "celled.<locals>.<lambda>",
 };
 static const char *const pysym_names310[PYSYM_NCODES] = {
-    "method", "deep", "gen", "blocker", "caf\xc3\xa9", "?mega",
+    "method", "deep", "gen", "blocker", "caf\xc3\xa9", "?mega", "celled", "<lambda>",
 };
-static const int pysym_firstlines[PYSYM_NCODES] = {3, 6, 8, 12, 15, 17};
+static const int pysym_firstlines[PYSYM_NCODES] = {3, 6, 8, 12, 15, 17, 19, 20};
+/* 3.11+: a first local that is neither a cell nor a free variable (none without a local) */
+static const bool pysym_plain_first[PYSYM_NCODES] = {true,  true,  true,  true,
+						     false, false, false, false};
 
 struct pyfacts {
 	pid_t pid;
@@ -311,6 +318,11 @@ static void check_interpreter(const char *label, const char *python, int minor,
 				return;
 			u->offsets.code_version = p->offsets.code_version;
 			u->offsets.unicode_hash = p->offsets.unicode_hash;
+			/* nor the locals' kinds: every first local is looked into */
+			if (!ASSERT_EQ(u->offsets.code_localspluskinds, CT_PY_NONE, "kinds unset"))
+				return;
+			u->offsets.code_localspluskinds = p->offsets.code_localspluskinds;
+			u->offsets.fast_cell_kinds = p->offsets.fast_cell_kinds;
 			ASSERT_OK(memcmp(&u->offsets, &p->offsets, sizeof(u->offsets)),
 				  "offsets from _Py_DebugOffsets == generated");
 			dbg[0] = 'X';
@@ -335,6 +347,7 @@ static void check_interpreter(const char *label, const char *python, int minor,
 		ASSERT_STREQ(fr.filename, script, "filename");
 		ASSERT_EQ(fr.firstlineno, pysym_firstlines[i], "co_firstlineno");
 		ASSERT_EQ(f.firstline[i], pysym_firstlines[i], "script's own firstlineno");
+		ASSERT_EQ(fr.plain_first, minor >= 11 && pysym_plain_first[i], "plain first local");
 	}
 
 	/* A generator suspended at its yield on line 10: Python's f_lasti and f_lineno. */

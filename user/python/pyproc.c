@@ -490,6 +490,9 @@ static int apply_debug(const struct ct_py_debug_layout *l, const unsigned char *
 		    CT_PY_NONE; /* not in the debug offsets: no looking through wrappers */
 		/* Nor these: no code object is ever trusted as known (every stack wakes). */
 		o->code_version = o->unicode_hash = CT_PY_NONE;
+		/* nor the locals' kinds: a frame's first local is always looked into */
+		o->code_localspluskinds = CT_PY_NONE;
+		o->fast_cell_kinds = 0;
 		o->unicode_compact_data = o->unicode_ascii_data + 16;
 	}
 	out->debug_mismatches = mism;

@@ -47,6 +47,7 @@ struct entry {
 	uint32_t version;	/* co_version (3.12+), else 0 */
 	uint64_t ident, ident2; /* for BPF (struct ct_pycode_val) */
 	bool ident_ok;		/* something tells a reuse apart: a version, a name or file ident */
+	bool plain_first;	/* its first local is never a cell (ct_pyframe.plain_first) */
 	uint64_t deaths;	/* ct_py_symbolize_since: 1 + its deaths count when last read */
 	int32_t firstlineno;
 	uint32_t lt_len;
@@ -519,6 +520,7 @@ static int32_t lookup(struct ct_pysym_cache *c, pid_t pid, uint64_t code)
 struct code_hdr {
 	uint64_t type, name_ptr, file_ptr, lt_ptr;
 	uint64_t co_name; /* co_name: on 3.11 name_ptr is co_qualname */
+	uint64_t kinds;	  /* co_localspluskinds (3.11+), else 0 */
 	int32_t firstlineno;
 	uint32_t version; /* 0 where there is none */
 };
@@ -531,8 +533,9 @@ static __u16 code_name_off(const struct ct_py_offsets *o)
 /* The bytes of a code object's head that hold the fields of struct code_hdr. */
 static size_t code_hdr_len(const struct ct_py_offsets *o)
 {
-	__u16 offs[] = {o->object_type,	     code_name_off(o), o->code_filename, o->code_linetable,
-			o->code_firstlineno, o->code_version,  o->code_name};
+	__u16 offs[] = {o->object_type,	   code_name_off(o),	   o->code_filename,
+			o->code_linetable, o->code_firstlineno,	   o->code_version,
+			o->code_name,	   o->code_localspluskinds};
 	size_t end = 0;
 
 	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++)
@@ -553,6 +556,9 @@ static void parse_code_hdr(const struct ct_py_offsets *o, const unsigned char *b
 	h->version = 0;
 	if (o->code_version != CT_PY_NONE)
 		memcpy(&h->version, buf + o->code_version, 4);
+	h->kinds = 0;
+	if (o->code_localspluskinds != CT_PY_NONE)
+		memcpy(&h->kinds, buf + o->code_localspluskinds, 8);
 }
 
 static int read_code_hdr(pid_t pid, const struct ct_py_offsets *o, uint64_t code,
@@ -598,6 +604,23 @@ int ct_py_code_is(pid_t pid, const struct ct_py_offsets *o, uint64_t code_type, 
 	       (o->code_version == CT_PY_NONE || h.version == v->ident);
 }
 
+/* Is the first local of a code object whose co_localspluskinds is kinds neither a cell nor a
+ * free variable (3.11+)? false where that is not known, or there is no local. */
+static bool first_local_plain(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
+			      uint64_t kinds)
+{
+	uint64_t type;
+	int64_t size;
+	uint8_t kind;
+
+	if (o->code_localspluskinds == CT_PY_NONE || !kinds ||
+	    read_ptr(pid, kinds + o->object_type, &type) || !is_type(c, pid, o, type, PY_BYTES) ||
+	    ct_py_read_mem(pid, kinds + o->bytes_size, &size, sizeof(size)) || size < 1 ||
+	    ct_py_read_mem(pid, kinds + o->bytes_data, &kind, 1))
+		return false;
+	return !(kind & o->fast_cell_kinds);
+}
+
 static int fill_entry(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
 		      uint64_t code, const struct code_hdr *h, struct entry *e)
 {
@@ -636,6 +659,7 @@ static int fill_entry(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_of
 	e->file_ptr = h->file_ptr;
 	e->lt_ptr = h->lt_ptr;
 	e->firstlineno = h->firstlineno;
+	e->plain_first = first_local_plain(c, pid, o, h->kinds);
 	e->iqualname = e->ifilename = NULL; /* interned at first use */
 	return 0;
 }
@@ -716,6 +740,7 @@ static void fill_out(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_off
 					    .ident = e->ident,
 					    .ident2 = e->ident2,
 					    .firstlineno = e->firstlineno};
+	out->plain_first = e->plain_first;
 	out->fresh = !e->told && e->ident_ok;
 	if (out->fresh)
 		e->told = true;

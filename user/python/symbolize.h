@@ -31,6 +31,9 @@ struct ct_pyframe {
 	const char *iqualname, *ifilename; /* the same, interned (ct_intern) */
 	struct ct_pycode_val known;	   /* what the entry was validated by (flags 0), for BPF */
 	uint8_t fresh; /* the first time this entry is handed out: tell BPF it is known */
+	/* its first local is neither a cell nor a free variable (3.11+'s kind byte): the object
+	 * itself, which BPF then takes as it is, without a read to look inside a cell */
+	uint8_t plain_first;
 };
 
 struct ct_pysym_stats {
