@@ -215,7 +215,7 @@ struct walk_state {
 	__u64 memo_code[CT_WALK_MEMO], memo_ident[CT_WALK_MEMO];
 	__u32 memo_next, pad0;
 	/* the frame's head, then its code object's bytes (off the 512-byte stack) */
-	__u8 head[CT_HEAD_MASK + 1 + 8];
+	__u8 head[CT_HEAD_MASK + 1 + 8] __attribute__((aligned(8)));
 	__u64 file_checked, file_hash; /* the file name checked last, and its hash */
 	__u64 unknown;		       /* a frame whose code object is not known as resolved */
 	__u64 cap_spec[2];	       /* the innermost CT_PYC_CAPTURE frame's specs (0: none) */
@@ -241,9 +241,10 @@ struct {
 #define CT_CSTACK_SPAN (8u << 20) /* above sp: the C stack (its default limit) */
 
 struct frame_win {
-	__u64 lo[2], hi[2];		/* what each window holds: [lo, hi); hi 0: nothing */
-	__u32 next, pad;		/* the window filled next */
-	__u8 data[2][2 * CT_WIN_BYTES]; /* twice: a read's length masks below that */
+	__u64 lo[2], hi[2]; /* what each window holds: [lo, hi); hi 0: nothing */
+	__u32 next, pad;    /* the window filled next */
+	/* twice: a read's length masks below that; 8-aligned, as the frames in it are */
+	__u8 data[2][2 * CT_WIN_BYTES] __attribute__((aligned(8)));
 };
 
 struct {
@@ -264,6 +265,29 @@ struct walk {
 	__u64 gen;	     /* ct_code_gen when the walk began */
 	__u32 tgid;
 };
+
+struct ct_frame_head {
+	__u64 w[CT_FRAME_HEAD / 8];
+};
+
+/*
+ * The head from a window, a word at a time (a byte copy was 192 instructions a frame); src
+ * is 8-aligned, as frames and the windows' starts are. A global function, which the
+ * verifier goes through once on its own: inlined, the entry program took 70 % more
+ * instructions to verify (213 000 against 124 000 on 6.18; 134 000 so).
+ */
+__noinline int ct_copy_head(struct ct_frame_head *dst, const struct ct_frame_head *src)
+{
+	if (!dst || !src)
+		return 0;
+	*dst = *src;
+	return 0;
+}
+
+static __always_inline void copy_head(__u8 *head, const __u8 *src)
+{
+	ct_copy_head((struct ct_frame_head *)head, (const struct ct_frame_head *)src);
+}
 
 static __always_inline __u64 head_u64(const __u8 *head, __u64 frame, __u16 off)
 {
@@ -291,13 +315,13 @@ static __always_inline bool read_head(struct walk *w, __u64 frame, __u8 *head)
 
 	if (frame >= win->lo[0] && frame + CT_FRAME_HEAD <= win->hi[0]) {
 		off = frame - win->lo[0];
-		__builtin_memcpy(head, win->data[0] + (off & (CT_WIN_BYTES - 1)), CT_FRAME_HEAD);
+		copy_head(head, win->data[0] + (off & (CT_WIN_BYTES - 8)));
 		win->next = 1;
 		return true;
 	}
 	if (frame >= win->lo[1] && frame + CT_FRAME_HEAD <= win->hi[1]) {
 		off = frame - win->lo[1];
-		__builtin_memcpy(head, win->data[1] + (off & (CT_WIN_BYTES - 1)), CT_FRAME_HEAD);
+		copy_head(head, win->data[1] + (off & (CT_WIN_BYTES - 8)));
 		win->next = 0;
 		return true;
 	}
@@ -321,7 +345,7 @@ static __always_inline bool read_head(struct walk *w, __u64 frame, __u8 *head)
 	}
 	win->lo[k] = lo;
 	win->hi[k] = lo + len;
-	__builtin_memcpy(head, win->data[k] + ((frame - lo) & (CT_WIN_BYTES - 1)), CT_FRAME_HEAD);
+	copy_head(head, win->data[k] + ((frame - lo) & (CT_WIN_BYTES - 8)));
 	return true;
 }
 
