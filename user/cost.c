@@ -142,7 +142,7 @@ static double median(double *v, int n)
 /*
  * One entry hit's price and one return hit's: the three sites measured in turn, round after
  * round, in an order that rotates, each price the median of its rounds' differences. A return
- * hit (a system call) costs a fourth of an entry hit (a breakpoint) or less: measured apart,
+ * hit (a system call) costs about a fourth of an entry hit (a breakpoint): measured apart,
  * one after the other, a drift of the machine between the two swallowed it (0 ns).
  */
 static void measure_rounds(double *entry, double *ret)
