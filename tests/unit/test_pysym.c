@@ -19,6 +19,7 @@
 #include "harness.h"
 #include "commtrace/pyoffsets.h"
 #include "python/pyproc.h"
+#include "python/linetable.h"
 #include "python/symbolize.h"
 
 /* Line numbers below are asserted: keep them in step with the script. */

@@ -9,17 +9,17 @@
 #include <unistd.h>
 
 #include "commtrace/pyoffsets.h"
+#include "python/linetable.h"
 #include "python/pyproc.h"
 #include "python/symbolize.h"
 #include "tree.h"
 #include "util/hash.h"
 #include "util/intern.h"
 
-#define PY_TYPE_SLOTS	64	  /* processes whose str/code/bytes type pointers are remembered */
-#define PY_CODE_HDR_MAX 512	  /* the code object fields read are below 256 in 3.10-3.13 */
-#define PY_STR_HDR_MAX	128	  /* sizeof(PyCompactUnicodeObject): 72 in 3.10/3.11, 56 after */
-#define PY_TPNAME_MAX	64	  /* "str", "code", "bytes"; a class name may be truncated */
-#define PY_MAX_LASTI	(1 << 24) /* code units: no real code object comes close */
+#define PY_TYPE_SLOTS	64  /* processes whose str/code/bytes type pointers are remembered */
+#define PY_CODE_HDR_MAX 512 /* the code object fields read are below 256 in 3.10-3.13 */
+#define PY_STR_HDR_MAX	128 /* sizeof(PyCompactUnicodeObject): 72 in 3.10/3.11, 56 after */
+#define PY_TPNAME_MAX	64  /* "str", "code", "bytes"; a class name may be truncated */
 
 enum py_kind { PY_STR, PY_CODE, PY_BYTES, PY_NKINDS };
 static const char *const py_kind_name[PY_NKINDS] = {"str", "code", "bytes"};
@@ -300,103 +300,6 @@ static int read_bytes(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_of
 	return 0;
 }
 
-/* 3.10 (PEP 626): (byte-offset delta, signed line delta) pairs; -128 means "no line". */
-static int line_310(const uint8_t *tab, size_t len, int line, int64_t addr)
-{
-	int64_t start, end = 0;
-
-	for (size_t i = 0; i + 1 < len; i += 2) {
-		int ld = (int8_t)tab[i + 1];
-
-		start = end;
-		end += tab[i];
-		if (ld != -128)
-			line += ld;
-		if (addr >= start && addr < end)
-			return ld == -128 ? -1 : line;
-	}
-	return -1;
-}
-
-static unsigned int varint(const uint8_t *tab, size_t len, size_t *i)
-{
-	unsigned int v = 0, shift = 0, b;
-
-	do {
-		if (*i >= len || shift > 24)
-			return 0;
-		b = tab[(*i)++];
-		v |= (b & 63) << shift;
-		shift += 6;
-	} while (b & 64);
-	return v;
-}
-
-static int svarint(const uint8_t *tab, size_t len, size_t *i)
-{
-	unsigned int v = varint(tab, len, i);
-
-	return v & 1 ? -(int)(v >> 1) : (int)(v >> 1);
-}
-
-/*
- * 3.11+ location table (PEP 657, Objects/locations.md): entries of 1-8 code units, the
- * first byte 1ccccnnn; code 15 no location, 14 long form, 13 line only, 10-12 one-line
- * forms with a line delta of code - 10, 0-9 short forms on the same line.
- */
-static int line_311(const uint8_t *tab, size_t len, int line, int64_t lasti)
-{
-	int64_t start = 0;
-	size_t i = 0;
-
-	while (i < len) {
-		unsigned int b = tab[i++], code = b >> 3 & 15, n = (b & 7) + 1;
-		bool none = false;
-
-		if (!(b & 0x80))
-			return -1; /* lost sync: a corrupt or misread table */
-		switch (code) {
-		case 15:
-			none = true;
-			break;
-		case 14:
-			line += svarint(tab, len, &i);
-			varint(tab, len, &i); /* end line delta */
-			varint(tab, len, &i); /* column + 1 */
-			varint(tab, len, &i); /* end column + 1 */
-			break;
-		case 13:
-			line += svarint(tab, len, &i);
-			break;
-		case 10:
-		case 11:
-		case 12:
-			line += (int)code - 10;
-			i += 2; /* column, end column */
-			break;
-		default:
-			i += 1; /* column bits, end column delta */
-			break;
-		}
-		if (lasti >= start && lasti < start + n)
-			return none ? -1 : line;
-		start += n;
-	}
-	return -1;
-}
-
-int ct_py_linetable_line(int minor, const uint8_t *tab, size_t len, int firstlineno, int64_t lasti)
-{
-	/* Before the first instruction ran (3.10 f_lasti -1, 3.11+ prev_instr = start - 1). */
-	if (lasti < 0)
-		return firstlineno;
-	if (!tab || lasti > PY_MAX_LASTI)
-		return -1;
-	if (minor == 10)
-		return line_310(tab, len, firstlineno, lasti * 2);
-	return line_311(tab, len, firstlineno, lasti);
-}
-
 /* ---- the cache ---- */
 
 static unsigned int bucket_of(const struct ct_pysym_cache *c, pid_t pid, uint64_t code)
@@ -604,21 +507,17 @@ int ct_py_code_is(pid_t pid, const struct ct_py_offsets *o, uint64_t code_type, 
 	       (o->code_version == CT_PY_NONE || h.version == v->ident);
 }
 
-/* Is the first local of a code object whose co_localspluskinds is kinds neither a cell nor a
- * free variable (3.11+)? false where that is not known, or there is no local. */
-static bool first_local_plain(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
-			      uint64_t kinds)
+/* Is the first local of a code object whose co_localspluskinds is kinds (3.11+; a field of a
+ * code object read as one) neither a cell nor a free variable? false where not known. */
+static bool first_local_plain(pid_t pid, const struct ct_py_offsets *o, uint64_t kinds)
 {
-	uint64_t type;
-	int64_t size;
+	int64_t size = 0;
 	uint8_t kind;
 
-	if (o->code_localspluskinds == CT_PY_NONE || !kinds ||
-	    read_ptr(pid, kinds + o->object_type, &type) || !is_type(c, pid, o, type, PY_BYTES) ||
-	    ct_py_read_mem(pid, kinds + o->bytes_size, &size, sizeof(size)) || size < 1 ||
-	    ct_py_read_mem(pid, kinds + o->bytes_data, &kind, 1))
-		return false;
-	return !(kind & o->fast_cell_kinds);
+	return o->code_localspluskinds != CT_PY_NONE && kinds &&
+	       !ct_py_read_mem(pid, kinds + o->bytes_size, &size, sizeof(size)) && size >= 1 &&
+	       !ct_py_read_mem(pid, kinds + o->bytes_data, &kind, 1) &&
+	       !(kind & o->fast_cell_kinds);
 }
 
 static int fill_entry(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
@@ -659,7 +558,7 @@ static int fill_entry(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_of
 	e->file_ptr = h->file_ptr;
 	e->lt_ptr = h->lt_ptr;
 	e->firstlineno = h->firstlineno;
-	e->plain_first = first_local_plain(c, pid, o, h->kinds);
+	e->plain_first = first_local_plain(pid, o, h->kinds);
 	e->iqualname = e->ifilename = NULL; /* interned at first use */
 	return 0;
 }

@@ -111,10 +111,4 @@ int ct_py_read_type_name(pid_t pid, const struct ct_py_offsets *o, uint64_t obj,
 int ct_py_read_str(pid_t pid, const struct ct_py_offsets *o, uint64_t strobj, char *buf,
 		   size_t len);
 
-/*
- * Line of a code-unit offset (lasti: index of the 2-byte unit) in a location table:
- * the PEP 626 format of 3.10 (minor 10) or the PEP 657 format of 3.11+. -1 if none.
- */
-int ct_py_linetable_line(int minor, const uint8_t *tab, size_t len, int firstlineno, int64_t lasti);
-
 #endif
