@@ -507,16 +507,15 @@ int ct_py_code_is(pid_t pid, const struct ct_py_offsets *o, uint64_t code_type, 
 	       (o->code_version == CT_PY_NONE || h.version == v->ident);
 }
 
-/* Is the first local of a code object whose co_localspluskinds is kinds (3.11+; a field of a
- * code object read as one) neither a cell nor a free variable? false where not known. */
+/* Is the first local of a code object neither a cell nor a free variable? kinds: its
+ * co_localspluskinds (3.11+; 0 before, or unread: false), read from a checked code object. */
 static bool first_local_plain(pid_t pid, const struct ct_py_offsets *o, uint64_t kinds)
 {
 	int64_t size = 0;
 	uint8_t kind;
 
-	return o->code_localspluskinds != CT_PY_NONE && kinds &&
-	       !ct_py_read_mem(pid, kinds + o->bytes_size, &size, sizeof(size)) && size >= 1 &&
-	       !ct_py_read_mem(pid, kinds + o->bytes_data, &kind, 1) &&
+	return kinds && !ct_py_read_mem(pid, kinds + o->bytes_size, &size, sizeof(size)) &&
+	       size >= 1 && !ct_py_read_mem(pid, kinds + o->bytes_data, &kind, 1) &&
 	       !(kind & o->fast_cell_kinds);
 }
 
