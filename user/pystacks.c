@@ -145,9 +145,13 @@ static uint64_t opcall_first(struct ct_proc *p, const struct ct_pystack *py, int
 	return first_arg(p, args);
 }
 
-/* Seed 000's input_shape: of the helper's tensor argument, read now, after the call (its
- * tensor may have been freed since; calls.c checks the element count against the call's). */
-static void helper_shape(struct ct_session *s, struct ct_proc *p, uint64_t arg,
+/*
+ * Seed 000's input_shape: of the helper's tensor argument, read now, after the call (its
+ * tensor may have been freed since; calls.c checks the element count against the call's).
+ * type: its type as BPF read it at the call, or 0. Without torch's layout, that is what
+ * tells a tensor from the rest: read now, its memory may hold another object.
+ */
+static void helper_shape(struct ct_session *s, struct ct_proc *p, uint64_t arg, uint64_t type,
 			 struct ct_tree_call *c)
 {
 	const struct ct_torch_layout *tl = ct_pys_tensor_layout(p);
@@ -161,7 +165,7 @@ static void helper_shape(struct ct_session *s, struct ct_proc *p, uint64_t arg,
 		memcpy(c->in_shape, shape, (size_t)ndim * sizeof(shape[0]));
 		return;
 	}
-	c->in_ndim = shape_unknown(s, p, arg, 0, tl != NULL);
+	c->in_ndim = shape_unknown(s, p, arg, tl ? 0 : type, tl != NULL);
 }
 
 int ct_py_attach_proc(struct ct_session *s, struct ct_proc *p)
@@ -682,7 +686,7 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_hdr 
 	} else if (py->flags & CT_PYS_HELPER) {
 		c->in_ndim = shape_unknown(s, p, py->helper[0].obj, py->helper[0].type, true);
 	} else {
-		helper_shape(s, p, helper_arg, c);
+		helper_shape(s, p, helper_arg, seen ? seen->type : 0, c);
 	}
 	c->root_class = npath && path[0].type == CT_NODE_MODULE ? p->root_class : NULL;
 	c->phase = backward ? CT_PHASE_BACKWARD : CT_PHASE_FORWARD;

@@ -239,7 +239,8 @@ struct ct_pyframe_raw {
  * BPF describes, at the call, the first locals of the innermost CT_PYS_GUESS_FRAMES frames
  * that read as tensors (the product of the sizes is the element count), up to
  * CT_PYS_GUESSES distinct objects, innermost first; user space keeps the one that is the
- * helper's first local, if any.
+ * helper's first local, if any. Without torch's layout in BPF: the innermost first locals
+ * whatever they are, with their types only (impl 0).
  */
 #define CT_PYS_GUESSES	    2 /* a power of 2 */
 #define CT_PYS_GUESS_FRAMES 8
