@@ -175,6 +175,11 @@ def bench_torch2():
                        [r["added"] for r in runs["commtrace (stacks)"]], base)
     print(f"  goal, default mode <= 1.01 x untraced: measured {bs.within(d, 1.01)}, "
           f"accounted {bs.within(acc, 1.01)}")
+    # what no change to the BPF programs can lower: the breakpoints at their --cost price
+    traps = bs.bootstrap(bs.accounted_ratio, [r["added"] - r["bpf"]
+                                              for r in runs["commtrace (stacks)"]], base)
+    print(f"  of which the {statistics.mean(r['hits'] for r in runs['commtrace (stacks)']):.0f} "
+          f"hits' breakpoints alone, accounted: {bs.fmt(traps)}")
     for name in ("commtrace --ops", "--ops, entry+return probes"):
         rs = runs[name]
         share = bs.bootstrap(lambda o, c, b: bs.diff_of_means(o, b) / bs.diff_of_means(c, b),
