@@ -34,14 +34,18 @@
 
 8. detach: attaching to and detaching from a running 2-rank DDP job, with uprobe_multi
    links and with one perf-event link per probe: seconds each way.
+9. traps: what one uprobe hit costs by the instruction it sits on (tests/progs/trap_sites.c,
+   under bpftrace): an entry probe on a push, as commtrace's probes mostly sit, its return
+   probe, and an entry probe on a 5-byte nop, which Linux 6.18+ reaches without a trap.
 
-`scripts/bench.py [mpi|pystack|training|ops|torch2|events|pyevents|node|memory|offline|devprof|
+`scripts/bench.py [traps|mpi|pystack|training|ops|torch2|events|pyevents|node|memory|offline|devprof|
 detach|fleet]...`: only those.
 
 Run as root. Where a figure has no interval, each configuration runs REPEAT times and the
 median is kept; the machine is noisy, so read those as ratios of medians, not single
 numbers.
 """
+import contextlib
 import json
 import os
 import re
@@ -59,7 +63,9 @@ from benchjobs import bench_ops, bench_torch2, bench_training
 from benchproc import (LIBMPI, MPIRUN, PROGS, REPEAT, REPO, ROUNDS, TRACER, WORK, cleanup,
                        median, number, run, traced, wait_cpu, wait_pidfile)
 
-def with_bpftrace(program, cmd, key, env=None):
+@contextlib.contextmanager
+def bpftrace_attached(program):
+    """bpftrace running program, its probes attached, for the time of the with block."""
     bt = subprocess.Popen(["bpftrace", "-e", program], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
     # bpftrace prints "Attaching N probes..." once attached; give it time to be done.
@@ -71,13 +77,52 @@ def with_bpftrace(program, cmd, key, env=None):
             raise SystemExit("bench: bpftrace failed to start")
     time.sleep(1.0)
     try:
-        return run(cmd, key, env=env)
+        yield
     finally:
         bt.send_signal(signal.SIGINT)
         try:
             bt.wait(30)
         except subprocess.TimeoutExpired:
             bt.kill()
+
+
+def with_bpftrace(program, cmd, key, env=None):
+    with bpftrace_attached(program):
+        return run(cmd, key, env=env)
+
+
+def bench_traps():
+    """What one uprobe hit costs by the instruction under it (tests/progs/trap_sites.c):
+    an entry probe on a push (a breakpoint trap: where the libraries' code puts commtrace's
+    probes), its return probe, and an entry probe on a 5-byte nop (Linux 6.18+ turns it
+    into a call to its uprobe trampoline, no trap). Empty bpftrace programs; each round
+    times every site once, and a price is a site's ns per call less the unprobed site's."""
+    if not shutil.which("bpftrace"):
+        print("\nTrap prices: SKIPPED, no bpftrace (scripts/install-deps.sh installs it)")
+        return
+    prog = PROGS / "trap_sites"
+    probe = " ".join(f"{kind}:{prog}:site_{site} {{}}" for kind, site in (
+        ("uprobe", "push"), ("uprobe", "pair"), ("uretprobe", "pair"), ("uprobe", "nop5")))
+    rounds = 3 * ROUNDS
+    with bpftrace_attached(probe):
+        out = subprocess.run([str(prog), "20000", str(rounds)], capture_output=True,
+                             text=True, check=True, timeout=600).stdout
+    rows = [dict(zip(w[2::2], map(float, w[3::2])))
+            for w in (line.split() for line in out.splitlines()) if w and w[0] == "round"]
+    if len(rows) != rounds:
+        raise SystemExit(f"bench: trap_sites printed {len(rows)} rounds of {rounds}:\n{out}")
+    price = {k: [r[k] - r["bare"] for r in rows] for k in ("push", "pair", "nop5")}
+    print(f"\nTrap prices: ns per hit, mean [95 % CI] over {rounds} rounds of 20 000 calls "
+          f"a site")
+    print(f"  entry probe on a push (trapped, as commtrace's): "
+          f"{bs.fmt(bs.bootstrap(bs.mean, price['push']), digits=0)}")
+    print(f"  its return probe:                                "
+          f"{bs.fmt(bs.bootstrap(bs.diff_of_means, price['pair'], price['push']), digits=0)}")
+    print(f"  entry probe on a 5-byte nop (no trap on 6.18+):  "
+          f"{bs.fmt(bs.bootstrap(bs.mean, price['nop5']), digits=0)}")
+    print(f"  push / nop5: "
+          f"{bs.fmt(bs.bootstrap(bs.ratio_of_means, price['push'], price['nop5']), digits=2)}"
+          f" (the probed libraries have no 5-byte nop on their probed paths)")
 
 
 def bench_mpi():
@@ -661,7 +706,7 @@ def main():
             stats.write_text(stats_was + "\n")
 
 
-BENCHES = ["mpi", "pystack", "training", "ops", "torch2", "events", "pyevents", "node",
+BENCHES = ["traps", "mpi", "pystack", "training", "ops", "torch2", "events", "pyevents", "node",
            "memory", "offline", "devprof", "detach", "fleet"]
 
 
@@ -671,6 +716,8 @@ def run_benches(which):
         raise SystemExit(f"bench: no such bench {', '.join(unknown)} (one of: "
                          f"{' '.join(BENCHES)})")
     which = which or BENCHES
+    if "traps" in which:
+        bench_traps()
     if "mpi" in which:
         bench_mpi()
     if "pystack" in which:
