@@ -38,8 +38,8 @@
    under bpftrace): an entry probe on a push, as commtrace's probes mostly sit, its return
    probe, and an entry probe on a 5-byte nop, which Linux 6.18+ reaches without a trap.
 
-`scripts/bench.py [traps|mpi|pystack|training|ops|torch2|events|pyevents|node|memory|offline|devprof|
-detach|fleet]...`: only those.
+`scripts/bench.py [traps|mpi|pystack|training|ops|torch2|events|pyevents|node|memory|offline|
+devprof|detach|fleet]...`: only those.
 
 Run as root. Where a figure has no interval, each configuration runs REPEAT times and the
 median is kept; the machine is noisy, so read those as ratios of medians, not single
@@ -121,8 +121,7 @@ def bench_traps():
     print(f"  entry probe on a 5-byte nop (no trap on 6.18+):  "
           f"{bs.fmt(bs.bootstrap(bs.mean, price['nop5']), digits=0)}")
     print(f"  push / nop5: "
-          f"{bs.fmt(bs.bootstrap(bs.ratio_of_means, price['push'], price['nop5']), digits=2)}"
-          f" (the probed libraries have no 5-byte nop on their probed paths)")
+          f"{bs.fmt(bs.bootstrap(bs.ratio_of_means, price['push'], price['nop5']), digits=2)}")
 
 
 def bench_mpi():
