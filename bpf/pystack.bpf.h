@@ -40,20 +40,22 @@ struct {
 volatile __u64 ct_code_gen = 0;
 
 /*
- * Copies of held pycodes entries, per CPU, by code object address: where most frames of a
- * stack are the same functions call after call, one look here instead of a hash lookup in
- * a table of 64k entries, whose buckets are cold between collectives.
+ * What the walker uses of held pycodes entries (their flags and ident), per CPU, by code
+ * object address: where most frames of a stack are the same functions call after call, one
+ * look here instead of a hash lookup in a table of 64k entries, whose buckets are cold
+ * between collectives. Two ways a set: the 40 distinct code objects of a stack met 8
+ * conflicts a walk in a direct-mapped cache of 256 slots, each a hash lookup.
  */
-#define CT_CODE_CACHE 256
+#define CT_CODE_SETS 512
+#define CT_CODE_WAYS 2
 
 struct code_cache_slot {
-	__u64 code, gen;
-	__u32 tgid, pad;
-	struct ct_pycode_val v;
+	__u64 code, gen, ident;
+	__u32 tgid, flags;
 };
 
 struct code_cache {
-	struct code_cache_slot e[CT_CODE_CACHE];
+	struct code_cache_slot e[CT_CODE_SETS][CT_CODE_WAYS]; /* way 0: the newer */
 };
 
 struct {
@@ -214,8 +216,8 @@ struct walk_state {
 	 */
 	__u64 memo_code[CT_WALK_MEMO], memo_ident[CT_WALK_MEMO];
 	__u32 memo_next, pad0;
-	/* the frame's head, then its code object's bytes (off the 512-byte stack) */
-	__u8 head[CT_HEAD_MASK + 1 + 8] __attribute__((aligned(8)));
+	/* a code object's bytes (off the 512-byte stack) */
+	__u8 span[CT_HEAD_MASK + 1 + 8] __attribute__((aligned(8)));
 	__u64 file_checked, file_hash; /* the file name checked last, and its hash */
 	__u64 unknown;		       /* a frame whose code object is not known as resolved */
 	__u64 cap_spec[2];	       /* the innermost CT_PYC_CAPTURE frame's specs (0: none) */
@@ -240,11 +242,17 @@ struct {
 #define CT_PAGE	       4096
 #define CT_CSTACK_SPAN (8u << 20) /* above sp: the C stack (its default limit) */
 
+#define CT_WIN_WORDS (4 * CT_WIN_BYTES / 8)
+
 struct frame_win {
 	__u64 lo[2], hi[2]; /* what each window holds: [lo, hi); hi 0: nothing */
 	__u32 next, pad;    /* the window filled next */
-	/* twice: a read's length masks below that; 8-aligned, as the frames in it are */
-	__u8 data[2][2 * CT_WIN_BYTES] __attribute__((aligned(8)));
+	/* twice CT_WIN_BYTES each: a read's length masks below that. As words, where a frame's
+	 * fields are loaded from: 8-aligned, as the frames in them are. */
+	union {
+		__u8 data[2][2 * CT_WIN_BYTES];
+		__u64 word[CT_WIN_WORDS];
+	};
 };
 
 struct {
@@ -266,67 +274,47 @@ struct walk {
 	__u32 tgid;
 };
 
-struct ct_frame_head {
-	__u64 w[CT_FRAME_HEAD / 8];
-};
-
 /*
- * The head from a window, a word at a time (a byte copy was 192 instructions a frame); src
- * is 8-aligned, as frames and the windows' starts are. A global function, which the
- * verifier goes through once on its own: inlined, the entry program took 70 % more
- * instructions to verify (213 000 against 124 000 on 6.18; 134 000 so).
+ * A field of the frame whose head is at word `at` of the windows: a load of a word (the
+ * frame's pointers are 8-aligned; a copy of the head, then bytes assembled into each field,
+ * were 170 instructions a frame). A field past the head (3.10's f_localsplus at 352) is
+ * read on its own.
  */
-__noinline int ct_copy_head(struct ct_frame_head *dst, const struct ct_frame_head *src)
+static __always_inline __u64 head_u64(const struct walk *w, __u32 at, __u64 frame, __u16 off)
 {
-	if (!dst || !src)
-		return 0;
-	*dst = *src;
-	return 0;
-}
-
-static __always_inline void copy_head(__u8 *head, const __u8 *src)
-{
-	ct_copy_head((struct ct_frame_head *)head, (const struct ct_frame_head *)src);
-}
-
-static __always_inline __u64 head_u64(const __u8 *head, __u64 frame, __u16 off)
-{
-	__u64 v = 0;
-
-	if (off <= CT_FRAME_HEAD - 8) {
-		__builtin_memcpy(&v, head + (off & CT_HEAD_MASK), 8);
-		return v;
-	}
+	if (off <= CT_FRAME_HEAD - 8 && !(off & 7))
+		return w->win->word[(at + off / 8) & (CT_WIN_WORDS - 1)];
 	return rd64(frame + off);
 }
 
+static __always_inline __u8 head_u8(const struct walk *w, __u32 at, __u16 off)
+{
+	return w->win->data[0][(at * 8 + off) & (4 * CT_WIN_BYTES - 1)];
+}
+
 /*
- * The frame's head into head: from a window that holds it, else from one read now. A frame
- * on the C stack (3.12+'s shim, between sp and 8 MiB above it) is read with the memory above
- * it (the frames further out are there), one on the data stack with the memory below it.
- * The window just used is kept, the other refilled: the shims between stretches of the data
- * stack do not evict the data stack's window.
+ * Where the frame's head is in the windows (*at, a word index): in a window that holds it,
+ * else in one read now. A frame on the C stack (3.12+'s shim, between sp and 8 MiB above
+ * it) is read with the memory above it (the frames further out are there), one on the data
+ * stack with the memory below it. The window just used is kept, the other refilled: the
+ * shims between stretches of the data stack do not evict the data stack's window.
  */
-static __always_inline bool read_head(struct walk *w, __u64 frame, __u8 *head)
+static __always_inline bool read_head(struct walk *w, __u64 frame, __u32 *at)
 {
 	struct frame_win *win = w->win;
-	__u64 lo, off;
+	__u64 lo;
 	__u32 k, len;
 
-	if (frame >= win->lo[0] && frame + CT_FRAME_HEAD <= win->hi[0]) {
-		off = frame - win->lo[0];
-		copy_head(head, win->data[0] + (off & (CT_WIN_BYTES - 8)));
-		win->next = 1;
-		return true;
-	}
-	if (frame >= win->lo[1] && frame + CT_FRAME_HEAD <= win->hi[1]) {
-		off = frame - win->lo[1];
-		copy_head(head, win->data[1] + (off & (CT_WIN_BYTES - 8)));
-		win->next = 0;
-		return true;
+	for (k = 0; k < 2; k++) {
+		if (frame >= win->lo[k] && frame + CT_FRAME_HEAD <= win->hi[k]) {
+			*at = k * (2 * CT_WIN_BYTES / 8) + (__u32)(frame - win->lo[k]) / 8;
+			win->next = k ^ 1;
+			return true;
+		}
 	}
 	k = win->next & 1;
 	win->next = k ^ 1;
+	*at = k * (2 * CT_WIN_BYTES / 8);
 	if (frame >= w->sp && frame - w->sp < CT_CSTACK_SPAN) {
 		lo = frame;
 		len = CT_WIN_BYTES;
@@ -340,12 +328,16 @@ static __always_inline bool read_head(struct walk *w, __u64 frame, __u8 *head)
 	asm volatile("" : "+r"(len));
 	len &= 2 * CT_WIN_BYTES - 1;
 	if (bpf_probe_read_user(win->data[k], len, (void *)lo)) {
-		win->hi[k] = 0;
-		return !bpf_probe_read_user(head, CT_FRAME_HEAD, (void *)frame);
+		lo = frame; /* the head alone */
+		len = CT_FRAME_HEAD;
+		if (bpf_probe_read_user(win->data[k], CT_FRAME_HEAD, (void *)frame)) {
+			win->hi[k] = 0;
+			return false;
+		}
 	}
 	win->lo[k] = lo;
 	win->hi[k] = lo + len;
-	copy_head(head, win->data[k] + ((frame - lo) & (CT_WIN_BYTES - 8)));
+	*at += (__u32)(frame - lo) / 8;
 	return true;
 }
 
@@ -377,28 +369,51 @@ static __always_inline __u64 span_u64(const __u8 *buf, __u16 lo, __u16 off)
 	return v;
 }
 
-/* What user space resolved at this frame's code object's address (NULL: nothing, or a
- * frame further out than one that was not known: the rest of the stack is not checked). */
-static __always_inline const struct ct_pycode_val *known_code(struct walk *w, __u64 code)
+static __always_inline bool slot_is(const struct code_cache_slot *c, const struct walk *w,
+				    __u64 code)
+{
+	return c->code == code && c->tgid == w->tgid && c->gen == w->gen;
+}
+
+/*
+ * What user space resolved at this frame's code object's address. true: a held code object,
+ * alive as resolved (its deallocation would have deleted the entry), whose flags and ident
+ * are in *held. false: *v is the pycodes entry to check the code object against, or NULL
+ * (nothing, or a frame further out than one that was not known: the rest is not checked).
+ */
+static __always_inline bool known_code(struct walk *w, __u64 code, const struct ct_pycode_val **v,
+				       struct code_cache_slot **held)
 {
 	struct ct_pycode_key k = {.tgid = w->tgid, .code = code};
-	struct code_cache_slot *c = &w->cc->e[((code >> 4) ^ (code >> 12)) & (CT_CODE_CACHE - 1)];
-	const struct ct_pycode_val *v;
+	struct code_cache_slot *set = w->cc->e[((code >> 4) ^ (code >> 13)) & (CT_CODE_SETS - 1)];
+	const struct ct_pycode_val *e;
 
+	*v = NULL;
 	if (w->s->unknown)
-		return NULL;
-	if (c->code == code && c->tgid == w->tgid && c->gen == w->gen)
-		return &c->v;
-	v = bpf_map_lookup_elem(&pycodes, &k);
+		return false;
+	if (slot_is(&set[0], w, code)) {
+		*held = &set[0];
+		return true;
+	}
+	if (slot_is(&set[1], w, code)) {
+		*held = &set[1];
+		return true;
+	}
+	e = bpf_map_lookup_elem(&pycodes, &k);
 	/* A held entry lives as long as its code object, which the frame holds; the count
 	 * read before this lookup was bumped if it died since. */
-	if (v && (v->flags & CT_PYC_HELD) && w->pp->code_free) {
-		c->code = code;
-		c->tgid = w->tgid;
-		c->gen = w->gen;
-		c->v = *v;
+	if (!e || !(e->flags & CT_PYC_HELD) || !w->pp->code_free) {
+		*v = e;
+		return false;
 	}
-	return v;
+	set[1] = set[0];
+	set[0].code = code;
+	set[0].tgid = w->tgid;
+	set[0].gen = w->gen;
+	set[0].ident = e->ident;
+	set[0].flags = e->flags;
+	*held = &set[0];
+	return true;
 }
 
 /* A code object's bytes from code_lo into buf (CT_HEAD_MASK + 1 + 8 bytes). */
@@ -448,41 +463,33 @@ static __always_inline __u64 code_ident(struct walk *w, const __u8 *buf)
  * code_lo (fresh: read for this frame; not for a code object this walk checked at a frame
  * further in: that one is alive, held by that frame, and was checked).
  */
-static __always_inline void check_code(struct walk *w, const struct ct_pycode_val *v,
-				       const __u8 *buf, bool fresh, __u64 ident)
+static __always_inline bool code_matches(struct walk *w, const struct ct_pycode_val *v,
+					 const __u8 *buf, bool fresh, __u64 ident)
 {
-	const struct ct_pyproc_bpf *pp = w->pp;
 	const struct ct_py_offsets *o = w->o;
-	__u16 lo = pp->code_lo, name;
+	__u16 lo = w->pp->code_lo, name;
 	__u32 first = 0;
 
-	if (w->s->unknown)
-		return;
-	w->s->unknown = true;
-	if (!v || (v->flags & CT_PYC_LIVE))
-		return;
-	if (fresh) {
-		name = o->code_qualname != CT_PY_NONE ? o->code_qualname : o->code_name;
-		__builtin_memcpy(&first, buf + ((o->code_firstlineno - lo) & CT_HEAD_MASK), 4);
-		if (span_u64(buf, lo, name) != v->name ||
-		    span_u64(buf, lo, o->code_filename) != v->filename ||
-		    span_u64(buf, lo, o->code_linetable) != v->linetable ||
-		    (__s32)first != v->firstlineno || (v->ident && ident != v->ident))
-			return;
-		/* 3.10/3.11: the file's hash, once per file name on this stack (alive: the code
-		 * objects that hold it are on it) */
-		if (v->ident2 &&
-		    (v->filename != w->s->file_checked || v->ident2 != w->s->file_hash)) {
-			if (rd64(v->filename + o->unicode_hash) != v->ident2)
-				return;
-			w->s->file_checked = v->filename;
-			w->s->file_hash = v->ident2;
-		}
+	if (v->flags & CT_PYC_LIVE)
+		return false;
+	if (!fresh)
+		return true;
+	name = o->code_qualname != CT_PY_NONE ? o->code_qualname : o->code_name;
+	__builtin_memcpy(&first, buf + ((o->code_firstlineno - lo) & CT_HEAD_MASK), 4);
+	if (span_u64(buf, lo, name) != v->name ||
+	    span_u64(buf, lo, o->code_filename) != v->filename ||
+	    span_u64(buf, lo, o->code_linetable) != v->linetable ||
+	    (__s32)first != v->firstlineno || (v->ident && ident != v->ident))
+		return false;
+	/* 3.10/3.11: the file's hash, once per file name on this stack (alive: the code objects
+	 * that hold it are on it) */
+	if (v->ident2 && (v->filename != w->s->file_checked || v->ident2 != w->s->file_hash)) {
+		if (rd64(v->filename + o->unicode_hash) != v->ident2)
+			return false;
+		w->s->file_checked = v->filename;
+		w->s->file_hash = v->ident2;
 	}
-	/* A helper's tensor is described here; without torch's layout in BPF, by user space. */
-	if ((v->flags & (CT_PYC_HELPER | CT_PYC_OPCALL)) && !pp->vals.ti_dtype)
-		return;
-	w->s->unknown = false;
+	return true;
 }
 
 /*
@@ -538,10 +545,11 @@ static long walk_cb(__u64 i, void *data)
 	const struct ct_py_offsets *o = w->o;
 	struct ct_pystack *st = w->st;
 	__u64 frame = w->s->frame;
-	__u8 *head = w->s->head;
+	__u8 *span = w->s->span;
 	const struct ct_pyproc_bpf *pp = w->pp;
 	const struct ct_pycode_val *kv;
-	__u32 n = st->nframes;
+	struct code_cache_slot *held;
+	__u32 n = st->nframes, flags, at = 0;
 	__u64 self, code, ident = 0;
 	bool fresh, known;
 
@@ -551,45 +559,51 @@ static long walk_cb(__u64 i, void *data)
 		st->flags |= CT_PYS_TRUNCATED;
 		return 1;
 	}
-	if (!read_head(w, frame, head)) {
+	if (!read_head(w, frame, &at)) {
 		w->s->frame = 0;
 		return 1;
 	}
-	w->s->frame = head_u64(head, frame, o->frame_previous);
+	w->s->frame = head_u64(w, at, frame, o->frame_previous);
 	/* 3.12+: a shim frame on the C stack carries no Python code. */
-	if (o->frame_owner < CT_FRAME_HEAD &&
-	    head[o->frame_owner & CT_HEAD_MASK] == o->owner_cstack)
+	if (o->frame_owner < CT_FRAME_HEAD && head_u8(w, at, o->frame_owner) == o->owner_cstack)
 		return 0;
 	n &= CT_PY_MAX_FRAMES - 1;
-	code = head_u64(head, frame, o->frame_code);
-	kv = known_code(w, code);
+	code = head_u64(w, at, frame, o->frame_code);
 	st->frames[n].code = code;
-	st->frames[n].instr = head_u64(head, frame, o->frame_instr);
+	st->frames[n].instr = head_u64(w, at, frame, o->frame_instr);
 	if (o->instr_is_index) /* 3.10: an int */
 		st->frames[n].instr = (__u64)(__s64)(__s32)st->frames[n].instr;
-	self = head_u64(head, frame, o->frame_localsplus);
-	st->frames[n].arg1 = head_u64(head, frame, o->frame_localsplus + 8);
-	st->frames[n].arg2 = head_u64(head, frame, o->frame_localsplus + 16);
+	self = head_u64(w, at, frame, o->frame_localsplus);
+	st->frames[n].arg1 = head_u64(w, at, frame, o->frame_localsplus + 8);
+	st->frames[n].arg2 = head_u64(w, at, frame, o->frame_localsplus + 16);
 	st->nframes = n + 1;
-	/* The code object's bytes, once per code object and walk: which object it is goes with
-	 * the frame, so that a reused address is never named as the old one. */
-	fresh = false;
-	if (kv && (kv->flags & CT_PYC_HELD) && pp->code_free && !w->s->unknown) {
-		ident = kv->ident; /* alive as resolved: its deallocation would have deleted kv */
-	} else if (!memo_find(w->s, code, &ident)) {
-		fresh = read_span(pp, code, head);
-		ident = fresh ? code_ident(w, head) : 0;
-		if (fresh)
-			memo_add(w->s, code, ident);
-		else
-			w->s->unknown = true; /* unreadable: nothing to check it by */
+	if (known_code(w, code, &kv, &held)) {
+		ident = held->ident;
+		flags = held->flags;
+	} else {
+		/* The code object's bytes, once per code object and walk: which object it is
+		 * goes with the frame, so that a reused address is never named as the old one. */
+		fresh = false;
+		if (!memo_find(w->s, code, &ident)) {
+			fresh = read_span(pp, code, span);
+			ident = fresh ? code_ident(w, span) : 0;
+			if (fresh)
+				memo_add(w->s, code, ident);
+			else
+				w->s->unknown = true; /* unreadable: nothing to check it by */
+		}
+		flags = kv ? kv->flags : 0;
+		if (!kv || !code_matches(w, kv, span, fresh, ident))
+			w->s->unknown = true;
 	}
 	st->frames[n].ident = ident;
-	check_code(w, kv, head, fresh, ident);
-	known = !w->s->unknown && kv;
+	/* A helper's tensor is described here; without torch's layout in BPF, by user space. */
+	if ((flags & (CT_PYC_HELPER | CT_PYC_OPCALL)) && !pp->vals.ti_dtype)
+		w->s->unknown = true;
+	known = !w->s->unknown;
 	/* Read now: the cell dies with the call (torch 2.x's Module._call_impl has one). Not
 	 * for a known code object whose first local names nothing, or is never a cell. */
-	if (!known || (kv->flags & (CT_PYC_SELF | CT_PYC_PLAIN)) == CT_PYC_SELF)
+	if (!known || (flags & (CT_PYC_SELF | CT_PYC_PLAIN)) == CT_PYC_SELF)
 		self = uncell(self, o->object_type, w->cell_type);
 	st->frames[n].self = self;
 	if (!known && n < CT_PYS_GUESS_FRAMES) {
@@ -597,13 +611,13 @@ static long walk_cb(__u64 i, void *data)
 		if (!n) /* an op called from Python (torch.compile's code): its first argument */
 			guess_helper(w, args_first(pp, st->frames[n].arg1), CT_GUESS_FROM(n, 1));
 	}
-	if (known && (kv->flags & CT_PYC_HELPER))
+	if (known && (flags & CT_PYC_HELPER))
 		w->s->helper = self;
-	if (known && (kv->flags & CT_PYC_OPCALL) && !w->s->opcall) {
+	if (known && (flags & CT_PYC_OPCALL) && !w->s->opcall) {
 		w->s->opcall = args_first(w->pp, st->frames[n].arg1);
 		w->s->opcall_at = n;
 	}
-	if (known && (kv->flags & CT_PYC_CAPTURE) && !w->s->cap_spec[0]) {
+	if (known && (flags & CT_PYC_CAPTURE) && !w->s->cap_spec[0]) {
 		w->s->cap_spec[0] = st->frames[n].arg1;
 		w->s->cap_spec[1] = st->frames[n].arg2;
 	}
