@@ -138,7 +138,7 @@ void ct_pys_torch_layout_to_bpf(struct ct_session *s, struct ct_proc *p)
 }
 
 /*
- * 3.12+: probe where the process's code objects die (PyCode_Type's tp_dealloc, read from
+ * Probe where the process's code objects die (PyCode_Type's tp_dealloc, read from
  * the process: code_dealloc is not exported), so that the walker can trust a known code
  * object without reading it (CT_PYC_HELD). Where that is not possible, the walker reads
  * every code object, as before. 0, or -errno when p could not be told.
@@ -151,7 +151,7 @@ int ct_pys_watch_code_frees(struct ct_session *s, struct ct_proc *p)
 	struct ct_elf *e;
 	int rc;
 
-	if (!oo || p->py.offsets.code_version == CT_PY_NONE || !p->py.code_type_addr ||
+	if (!oo || !p->py.code_type_addr ||
 	    ct_py_read_mem(p->pid, p->py.code_type_addr + oo->type_dealloc, &dealloc,
 			   sizeof(dealloc)) ||
 	    dealloc < p->py.load_bias)

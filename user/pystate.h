@@ -135,7 +135,7 @@ const struct ct_torch_layout *ct_pys_tensor_layout(struct ct_proc *p);
 /* Tell BPF a code object resolved for the first time (symbolized as f, matching r). */
 void ct_pys_tell_known(struct ct_session *s, struct ct_proc *p, uint64_t code,
 		       const struct ct_pyframe *f, const struct ct_rule *r);
-/* 3.12+: probe the process's code object deallocator (CT_PYC_HELD); 0, or -errno. */
+/* Probe the process's code object deallocator (CT_PYC_HELD); 0, or -errno. */
 int ct_pys_watch_code_frees(struct ct_session *s, struct ct_proc *p);
 /* The copies BPF took at the record h (its thread and time), taken from the kept ones (once);
  * NULL when there are none. */

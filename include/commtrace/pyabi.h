@@ -169,8 +169,9 @@ struct ct_pycode_key {
  * Alive as resolved: user space checked, after adding the entry, that the code object at
  * its address was still the one it resolved, and the process's code objects are watched
  * at their deallocation (ct_pyproc_bpf.code_free), which deletes the entry: as long as the
- * entry is there, so is that code object, and the walker need not read it (3.12+, whose
- * co_version tells a code object from any made before it at its address).
+ * entry is there, so is that code object, and the walker need not read it. That check is
+ * what the walker's would be: co_version on 3.12+, which tells a code object from any made
+ * before it at its address; on 3.10/3.11 co_name's ident and the file name's hash.
  */
 #define CT_PYC_HELD    (1u << 5)
 /* Its first local is never a cell (co_localspluskinds, 3.11+): the walker takes it as it is,

@@ -320,8 +320,8 @@ def test_known_stacks_named_from_cache(bpf, mpi_available, reaper, start_tracer,
     for r in colls:
         assert tuple((f["qualname"], f["line"]) for f in r["stack"]) == want
     # The first stack woke the reader, which told BPF its code objects; the 9 others did not.
-    # 3.12+: each of those code objects is held (its deallocation probed), not read again.
-    held = len({q for q, _ in want}) if version == "3.13" else 0
+    # Each of those code objects is held (its deallocation probed), not read again.
+    held = len({q for q, _ in want})
     assert js["python_stacks"] == 10
     assert js["python_stacks_known"] == {"stacks": 9, "captured": 0, "frames_read_late": 0,
                                          "codes_not_told": 0, "codes_held": held,
@@ -357,10 +357,11 @@ def test_reused_code_objects_never_misnamed(bpf, mpi_available, reaper, start_tr
     assert js["drops"]["python_frames_reused"] <= missing
 
 
-@pytest.mark.parametrize("version", ["3.13"])  # 3.12's allocator does not reuse them here
+# 3.12's allocator does not reuse them here; 3.11 holds them by name and file hash
+@pytest.mark.parametrize("version", ["3.11-debian", "3.13"])
 def test_held_code_objects_forgotten_when_freed(bpf, mpi_available, reaper, start_tracer,
                                                 tmp_path, version):
-    """3.12+: a code object the reader has resolved is held (the interpreter's code_dealloc
+    """A code object the reader has resolved is held (the interpreter's code_dealloc
     is probed), and BPF names later stacks through it without reading it; freed, it is
     forgotten at once. Each function made at run time is called 3 times, then freed, and the
     next takes its memory: every call names its own function, never the one before."""

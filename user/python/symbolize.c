@@ -182,6 +182,45 @@ struct str_id {
 	uint64_t ident;
 };
 
+/* *id of the str whose header (hlen bytes from obj) is in hdr. */
+static void str_id_of(pid_t pid, const struct ct_py_offsets *o, uint64_t obj,
+		      const unsigned char *hdr, size_t hlen, struct str_id *id)
+{
+	uint64_t chars = 0;
+	unsigned int state;
+	int64_t n;
+	bool ascii;
+
+	memcpy(&n, hdr + o->unicode_length, 8);
+	memcpy(&state, hdr + o->unicode_state, 4);
+	ascii = (state >> CT_PY_STATE_COMPACT_BIT & 1) && (state >> CT_PY_STATE_ASCII_BIT & 1);
+	id->hash = -1;
+	if (o->unicode_hash != CT_PY_NONE && (size_t)o->unicode_hash + 8 <= hlen)
+		memcpy(&id->hash, hdr + o->unicode_hash, 8);
+	if (id->hash == -1 && ascii && n > 0 && n <= 8 &&
+	    ct_py_read_mem(pid, obj + o->unicode_ascii_data, &chars, (size_t)n))
+		n = 0; /* unreadable: no ident */
+	id->ident = o->unicode_hash == CT_PY_NONE || (id->hash == -1 && !ascii)
+			? 0
+			: CT_PY_NAME_IDENT(id->hash, n, chars);
+}
+
+/* A str's struct str_id, read now from obj. */
+static int read_str_id(pid_t pid, const struct ct_py_offsets *o, uint64_t obj, struct str_id *id)
+{
+	unsigned char hdr[PY_STR_HDR_MAX];
+	size_t hlen = o->unicode_compact_data;
+	int err;
+
+	if (hlen > sizeof(hdr) || (size_t)o->unicode_length + 8 > hlen ||
+	    (size_t)o->unicode_state + 4 > hlen)
+		return -EINVAL;
+	err = ct_py_read_fresh(pid, obj, hdr, hlen);
+	if (!err)
+		str_id_of(pid, o, obj, hdr, hlen, id);
+	return err;
+}
+
 /* A str object's text into buf; *id (if not NULL) as above. */
 static int read_str(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offsets *o,
 		    uint64_t obj, char *buf, size_t len, struct str_id *id)
@@ -205,22 +244,8 @@ static int read_str(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_offs
 	memcpy(&type, hdr + o->object_type, 8);
 	memcpy(&slen, hdr + o->unicode_length, 8);
 	memcpy(&state, hdr + o->unicode_state, 4);
-	if (id) {
-		uint64_t chars = 0;
-		int64_t n = slen;
-		bool ascii =
-		    (state >> CT_PY_STATE_COMPACT_BIT & 1) && (state >> CT_PY_STATE_ASCII_BIT & 1);
-
-		id->hash = -1;
-		if (o->unicode_hash != CT_PY_NONE && (size_t)o->unicode_hash + 8 <= hlen)
-			memcpy(&id->hash, hdr + o->unicode_hash, 8);
-		if (id->hash == -1 && ascii && n > 0 && n <= 8 &&
-		    ct_py_read_mem(pid, obj + o->unicode_ascii_data, &chars, (size_t)n))
-			n = 0; /* unreadable: no ident */
-		id->ident = o->unicode_hash == CT_PY_NONE || (id->hash == -1 && !ascii)
-				? 0
-				: CT_PY_NAME_IDENT(id->hash, n, chars);
-	}
+	if (id)
+		str_id_of(pid, o, obj, hdr, hlen, id);
 	if (!is_type(c, pid, o, type, PY_STR) || slen < 0)
 		return -EINVAL;
 	if (!(state >> CT_PY_STATE_COMPACT_BIT & 1))
@@ -480,6 +505,24 @@ static int read_code_hdr(pid_t pid, const struct ct_py_offsets *o, uint64_t code
 	return 0;
 }
 
+/* 3.10/3.11: do h's co_name and file name have v's ident and ident2 (0: not compared)? */
+static int code_strs_are(pid_t pid, const struct ct_py_offsets *o, const struct code_hdr *h,
+			 const struct ct_pycode_val *v)
+{
+	struct str_id name = {-1, 0}, file = {-1, 0};
+	int err;
+
+	if (!v->ident && !v->ident2)
+		return 0; /* nothing tells it from another at its address */
+	err = v->ident ? read_str_id(pid, o, h->co_name, &name) : 0;
+	if (!err && v->ident2)
+		err = read_str_id(pid, o, h->file_ptr, &file);
+	if (err)
+		return err;
+	return (!v->ident || name.ident == v->ident) &&
+	       (!v->ident2 || (uint64_t)file.hash == v->ident2);
+}
+
 int ct_py_code_is(pid_t pid, const struct ct_py_offsets *o, uint64_t code_type, uint64_t code,
 		  const struct ct_pycode_val *v)
 {
@@ -501,10 +544,14 @@ int ct_py_code_is(pid_t pid, const struct ct_py_offsets *o, uint64_t code_type, 
 	 * first word, a pointer or NULL; glibc: the first two).
 	 */
 	memcpy(&refcnt, buf, sizeof(refcnt));
-	return h.type == code_type && refcnt >= 1 && refcnt <= UINT32_MAX &&
-	       h.name_ptr == v->name && h.file_ptr == v->filename && h.lt_ptr == v->linetable &&
-	       h.firstlineno == v->firstlineno &&
-	       (o->code_version == CT_PY_NONE || h.version == v->ident);
+	if (h.type != code_type || refcnt < 1 || refcnt > UINT32_MAX || h.name_ptr != v->name ||
+	    h.file_ptr != v->filename || h.lt_ptr != v->linetable ||
+	    h.firstlineno != v->firstlineno)
+		return 0;
+	if (o->code_version != CT_PY_NONE)
+		return h.version == v->ident;
+	/* 3.10/3.11: what BPF checks at each stack, co_name's ident and the file's hash */
+	return code_strs_are(pid, o, &h, v);
 }
 
 /* Is the first local of a code object neither a cell nor a free variable? kinds: its

@@ -88,8 +88,9 @@ void ct_py_symbolize_many(struct ct_pysym_cache *c, pid_t pid, const struct ct_p
 /*
  * Whether the code object at code in pid is, now, the one v was resolved from, alive: a
  * code object (code_type, &PyCode_Type) with a sane reference count, with v's name, file
- * name and line table, first line and, 3.12+, co_version. 1, 0, or -errno. Read from the
- * process, never a cache or a snapshot.
+ * name and line table, first line and co_version (3.12+), else co_name's ident and the file
+ * name's hash (v's ident, ident2: what BPF checks at a stack). 1, 0, or -errno. Read from
+ * the process, never a cache or a snapshot.
  */
 int ct_py_code_is(pid_t pid, const struct ct_py_offsets *o, uint64_t code_type, uint64_t code,
 		  const struct ct_pycode_val *v);
