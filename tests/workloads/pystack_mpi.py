@@ -10,6 +10,10 @@ stacks must reproduce exactly.
   --depth D        recurse D levels before calling (deep stacks; default 0)
   --distinct       with --depth: D distinct functions instead of one recursing, every third
                    one entered from C (through map()), as a framework's stacks are made
+  --stay           with --depth (recursing): make every call from the deepest frame, so the
+                   stack stays between calls as a training loop's does (else each call
+                   recurses from the top, and CPython 3.11+ frees and maps anew the data
+                   stack's chunks past the first as the recursion unwinds)
   --wait-file P    write the pid to P.pid, wait for P to exist before calling
   --expect F       write what was called from where to F (JSON)
   --time           print "ns_per_call N": wall time over all calls of all threads, and
@@ -75,10 +79,12 @@ class Worker:
             record[self.name] = seen
 
 
-def deep(n, w):
+def deep(n, w, calls=1):
     if n == 0:
-        return w.step()
-    return deep(n - 1, w)
+        for _ in range(calls):
+            seen = w.step()
+        return seen
+    return deep(n - 1, w, calls)
 
 
 def distinct_chain(depth):
@@ -122,6 +128,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--depth", type=int, default=0)
     ap.add_argument("--distinct", action="store_true")
+    ap.add_argument("--stay", action="store_true")
     ap.add_argument("--wait-file")
     ap.add_argument("--expect")
     ap.add_argument("--time", action="store_true")
@@ -130,6 +137,8 @@ def main():
     ap.add_argument("--pause", type=float, default=0)
     ap.add_argument("--hold-file")
     a = ap.parse_args()
+    if a.stay and (not a.depth or a.distinct or a.pause):
+        ap.error("--stay takes --depth, without --distinct or --pause")
 
     provided = ctypes.c_int()
     if mpi.MPI_Init_thread(None, None, MPI_THREAD_MULTIPLE, ctypes.byref(provided)) != 0:
@@ -143,10 +152,11 @@ def main():
     if a.reuse:
         made = reused(a.reuse, a.reuse_calls, a.pause)
     elif a.depth or a.time:
-        chain_of = distinct_chain(a.depth) if a.distinct else (lambda w: deep(a.depth, w))
+        chain_of = (distinct_chain(a.depth) if a.distinct
+                    else (lambda w: deep(a.depth, w, a.calls if a.stay else 1)))
 
         def loop(w):
-            for _ in range(a.calls):
+            for _ in range(1 if a.stay else a.calls):
                 seen = chain_of(w)
                 if a.pause:
                     time.sleep(a.pause)
