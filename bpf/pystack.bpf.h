@@ -289,7 +289,7 @@ static __always_inline __u64 head_u64(const struct walk *w, __u32 at, __u64 fram
 
 static __always_inline __u8 head_u8(const struct walk *w, __u32 at, __u16 off)
 {
-	return w->win->data[0][(at * 8 + off) & (4 * CT_WIN_BYTES - 1)];
+	return (__u8)(w->win->word[(at + off / 8) & (CT_WIN_WORDS - 1)] >> (8 * (off & 7)));
 }
 
 /*
