@@ -273,21 +273,16 @@ static __always_inline long output_with_stack(void *ev, __u64 full, const struct
 								   : wakeup_flag());
 }
 
-/* Call records carry a Python stack of up to 3 KiB: built here, then copied to the ring. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct ct_call_event);
-} callbuf SEC(".maps");
+#include "stackshare.bpf.h"
 
 SEC("uprobe")
 int ct_entry(struct pt_regs *ctx)
 {
 	__u32 probe_id = (__u32)bpf_get_attach_cookie(ctx), zero = 0, depth;
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 ts = bpf_ktime_get_ns(), sp = PT_REGS_SP(ctx);
+	__u64 ts = bpf_ktime_get_ns(), sp = PT_REGS_SP(ctx), epoch;
 	const struct ct_probe_spec *spec;
+	struct stack_memo *memo;
 	struct ct_call_event *ev;
 	struct ct_vals *v;
 	struct ct_frame *f;
@@ -308,9 +303,11 @@ int ct_entry(struct pt_regs *ctx)
 
 	t = thread_state((__u32)pid_tgid);
 	ev = bpf_map_lookup_elem(&callbuf, &zero);
+	memo = bpf_map_lookup_elem(&stackmemo, &zero);
 	if (!t || !ev)
 		return 0;
 	depth = pop_stale(t, sp);
+	epoch = memo ? memo->next : 0;
 
 	fill_hdr(&ev->hdr, CT_EV_CALL, probe_id, pid_tgid, depth, ts);
 	bpf_get_current_comm(ev->comm, sizeof(ev->comm));
@@ -324,15 +321,21 @@ int ct_entry(struct pt_regs *ctx)
 		ev->val[CT_V_OUT] = PT_REGS_RC(ctx);
 	/* The stack of the outermost traced call says who asked; nested ones share it. */
 	if (depth == 0) {
-		walk_python(pid_tgid >> 32, (__u32)pid_tgid, sp, &ev->py);
+		__u32 same =
+		    walk_python(pid_tgid >> 32, (__u32)pid_tgid, sp, &ev->py, last_frames(memo, t));
+
 		/* what naming it reads is copied now, or the reader must come at once */
 		if ((ev->py.flags & CT_PYS_KNOWN) && !capture(pid_tgid, ts))
 			ev->py.flags &= ~CT_PYS_KNOWN;
-	} else
-		ev->py.nframes = ev->py.flags = ev->py.nguess = 0;
+		share_frames(memo, epoch, same, ev);
+	} else {
+		ev->py.nframes = ev->py.flags = ev->py.nguess = ev->py.nsame = 0;
+	}
 	emitted = output_with_stack(ev, sizeof(*ev), &ev->py) == 0;
 	if (!emitted)
 		count_drop(CT_DROP_RINGBUF);
+	if (depth == 0)
+		stack_sent(memo, epoch, t, ev, emitted);
 	if (spec->flags & CT_PF_POINT)
 		return 0; /* no return to wait for */
 

@@ -221,6 +221,8 @@ struct walk_state {
 	__u64 file_checked, file_hash; /* the file name checked last, and its hash */
 	__u64 unknown;		       /* a frame whose code object is not known as resolved */
 	__u64 cap_spec[2];	       /* the innermost CT_PYC_CAPTURE frame's specs (0: none) */
+	__u64 differ; /* 1 + the outermost frame that differs from the last stack's; 0: none */
+	struct ct_pyframe_raw f; /* the frame being read */
 };
 
 struct {
@@ -272,6 +274,7 @@ struct walk {
 	__u64 cell_type, sp; /* sp: the C stack pointer at the probe */
 	__u64 gen;	     /* ct_code_gen when the walk began */
 	__u32 tgid;
+	__u32 last_n; /* frames of the last stack st holds, compared with as they are replaced */
 };
 
 /*
@@ -539,6 +542,35 @@ static __always_inline void guess_helper(struct walk *w, __u64 obj, __u8 from)
 	ct_guess_helper(w->st, w->pp, obj, from);
 }
 
+/* Are two frames the same, word for word? */
+static __always_inline bool same_frame(const struct ct_pyframe_raw *a,
+				       const struct ct_pyframe_raw *b)
+{
+	const __u64 *x = (const void *)a, *y = (const void *)b;
+
+	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3] && x[4] == y[4] &&
+	       x[5] == y[5];
+}
+
+/*
+ * Frame n of st made f, once compared with the frame it replaces, of the last stack st
+ * held (last_n frames; 0: none): whether they differ. Comparing there costs no line the
+ * store would not bring in. A global function, verified once on its own.
+ */
+__noinline int ct_frame_store(struct ct_pystack *st, const struct ct_pyframe_raw *f, __u32 n,
+			      __u32 last_n)
+{
+	struct ct_pyframe_raw *d;
+	int differs;
+
+	if (!st || !f)
+		return 0;
+	d = &st->frames[n & (CT_PY_MAX_FRAMES - 1)];
+	differs = n >= last_n || !same_frame(d, f);
+	*d = *f;
+	return differs;
+}
+
 static long walk_cb(__u64 i, void *data)
 {
 	struct walk *w = data;
@@ -549,6 +581,7 @@ static long walk_cb(__u64 i, void *data)
 	const struct ct_pyproc_bpf *pp = w->pp;
 	const struct ct_pycode_val *kv;
 	struct code_cache_slot *held;
+	struct ct_pyframe_raw *fr = &w->s->f;
 	__u32 n = st->nframes, flags, at = 0;
 	__u64 self, code, ident = 0;
 	bool fresh, known;
@@ -569,13 +602,13 @@ static long walk_cb(__u64 i, void *data)
 		return 0;
 	n &= CT_PY_MAX_FRAMES - 1;
 	code = head_u64(w, at, frame, o->frame_code);
-	st->frames[n].code = code;
-	st->frames[n].instr = head_u64(w, at, frame, o->frame_instr);
+	fr->code = code;
+	fr->instr = head_u64(w, at, frame, o->frame_instr);
 	if (o->instr_is_index) /* 3.10: an int */
-		st->frames[n].instr = (__u64)(__s64)(__s32)st->frames[n].instr;
+		fr->instr = (__u64)(__s64)(__s32)fr->instr;
 	self = head_u64(w, at, frame, o->frame_localsplus);
-	st->frames[n].arg1 = head_u64(w, at, frame, o->frame_localsplus + 8);
-	st->frames[n].arg2 = head_u64(w, at, frame, o->frame_localsplus + 16);
+	fr->arg1 = head_u64(w, at, frame, o->frame_localsplus + 8);
+	fr->arg2 = head_u64(w, at, frame, o->frame_localsplus + 16);
 	st->nframes = n + 1;
 	if (known_code(w, code, &kv, &held)) {
 		ident = held->ident;
@@ -596,7 +629,7 @@ static long walk_cb(__u64 i, void *data)
 		if (!kv || !code_matches(w, kv, span, fresh, ident))
 			w->s->unknown = true;
 	}
-	st->frames[n].ident = ident;
+	fr->ident = ident;
 	/* A helper's tensor is described here; without torch's layout in BPF, by user space. */
 	if ((flags & (CT_PYC_HELPER | CT_PYC_OPCALL)) && !pp->vals.ti_dtype)
 		w->s->unknown = true;
@@ -605,27 +638,40 @@ static long walk_cb(__u64 i, void *data)
 	 * for a known code object whose first local names nothing, or is never a cell. */
 	if (!known || (flags & (CT_PYC_SELF | CT_PYC_PLAIN)) == CT_PYC_SELF)
 		self = uncell(self, o->object_type, w->cell_type);
-	st->frames[n].self = self;
+	/* A known code object whose locals name nothing (no CT_PYC_SELF: user space reads none
+	 * of them) has them sent as 0: a loop's counter does not make the frames of its stacks
+	 * differ from one call to the next (bpf/stackshare.bpf.h). */
+	if (known && !(flags & CT_PYC_SELF))
+		self = fr->arg1 = fr->arg2 = 0;
+	fr->self = self;
+	if (ct_frame_store(st, fr, n, w->last_n))
+		w->s->differ = n + 1;
 	if (!known && n < CT_PYS_GUESS_FRAMES) {
 		guess_helper(w, self, CT_GUESS_FROM(n, 0));
 		if (!n) /* an op called from Python (torch.compile's code): its first argument */
-			guess_helper(w, args_first(pp, st->frames[n].arg1), CT_GUESS_FROM(n, 1));
+			guess_helper(w, args_first(pp, fr->arg1), CT_GUESS_FROM(n, 1));
 	}
 	if (known && (flags & CT_PYC_HELPER))
 		w->s->helper = self;
 	if (known && (flags & CT_PYC_OPCALL) && !w->s->opcall) {
-		w->s->opcall = args_first(w->pp, st->frames[n].arg1);
+		w->s->opcall = args_first(w->pp, fr->arg1);
 		w->s->opcall_at = n;
 	}
 	if (known && (flags & CT_PYC_CAPTURE) && !w->s->cap_spec[0]) {
-		w->s->cap_spec[0] = st->frames[n].arg1;
-		w->s->cap_spec[1] = st->frames[n].arg2;
+		w->s->cap_spec[0] = fr->arg1;
+		w->s->cap_spec[1] = fr->arg2;
 	}
 	return 0;
 }
 
-/* Fills st (nframes 0 and a flag when there is no Python on this thread). */
-static __always_inline void walk_python(__u32 tgid, __u32 tid, __u64 sp, struct ct_pystack *st)
+/*
+ * Fills st (nframes 0 and a flag when there is no Python on this thread), comparing each
+ * frame with the one it replaces, of the last stack st held (last_n frames; 0: none). Of a
+ * stack with as many frames as that one, how many at the outermost end are the same as
+ * its; else 0.
+ */
+static __always_inline __u32 walk_python(__u32 tgid, __u32 tid, __u64 sp, struct ct_pystack *st,
+					 __u32 last_n)
 {
 	struct ct_pyproc_bpf *pp = bpf_map_lookup_elem(&pyprocs, &tgid);
 	struct task_struct *task;
@@ -637,11 +683,12 @@ static __always_inline void walk_python(__u32 tgid, __u32 tid, __u64 sp, struct 
 	st->nframes = 0;
 	st->flags = 0;
 	st->nguess = 0;
+	st->nsame = 0;
 	w.s = bpf_map_lookup_elem(&walkbuf, &zero);
 	w.win = bpf_map_lookup_elem(&framewin, &zero);
 	w.cc = bpf_map_lookup_elem(&codecache, &zero);
 	if (!pp || !w.s || !w.win || !w.cc)
-		return;
+		return 0;
 	st->flags |= CT_PYS_PYTHON;
 	task = bpf_get_current_task_btf();
 	f.fsbase = BPF_CORE_READ(task, thread.fsbase);
@@ -660,7 +707,7 @@ static __always_inline void walk_python(__u32 tgid, __u32 tid, __u64 sp, struct 
 	}
 	if (!ts) {
 		st->flags |= CT_PYS_NO_TSTATE; /* a thread that never ran Python */
-		return;
+		return 0;
 	}
 	frame = rd64(ts + pp->off.tstate_frame);
 	if (pp->off.cframe_current_frame != CT_PY_NONE)
@@ -669,6 +716,7 @@ static __always_inline void walk_python(__u32 tgid, __u32 tid, __u64 sp, struct 
 	w.o = &pp->off;
 	w.cell_type = pp->cell_type;
 	w.st = st;
+	w.last_n = last_n;
 	__builtin_memset(w.s, 0, sizeof(*w.s));
 	w.s->frame = frame;
 	w.win->hi[0] = w.win->hi[1] = 0; /* what they held was another moment's */
@@ -687,7 +735,7 @@ static __always_inline void walk_python(__u32 tgid, __u32 tid, __u64 sp, struct 
 			guess_helper(&w, w.s->helper, 0);
 		else if (w.s->opcall && w.s->opcall_at < CT_PYS_GUESS_FRAMES)
 			guess_helper(&w, w.s->opcall, CT_GUESS_FROM(w.s->opcall_at, 1));
-		return;
+		return 0;
 	}
 	st->flags |= CT_PYS_KNOWN;
 	helper = w.s->helper ? w.s->helper : w.s->opcall; /* opcall: torch.compile's code */
@@ -696,6 +744,7 @@ static __always_inline void walk_python(__u32 tgid, __u32 tid, __u64 sp, struct 
 		describe_val(pp, helper, &st->helper[0]);
 		st->flags |= CT_PYS_HELPER;
 	}
+	return last_n && st->nframes == last_n ? st->nframes - w.s->differ : 0;
 }
 
 #endif

@@ -13,6 +13,7 @@
 #include "calls.h"
 #include "diag/diag.h"
 #include "export/chrome.h"
+#include "laststack.h"
 #include "pystacks.h"
 #include "record/record.h"
 #include "session.h"
@@ -227,6 +228,29 @@ static void print_call(const struct ct_call *k)
 		fprintf(stderr, " %s=%d", role, (int32_t)ev->val[CT_V_PEER]);
 	fprintf(stderr, " depth=%u pyframes=%u pyflags=%x\n", ev->hdr.depth, ev->py.nframes,
 		ev->py.flags);
+}
+
+const struct ct_call_event *ct_calls_whole(struct ct_session *s, const struct ct_call_event *ev)
+{
+	struct ct_proc *p = ct_proc_find(s, ev->hdr.pid);
+	const struct ct_call_event *w;
+
+	if (!ev->py.nframes && !ev->py.nsame)
+		return ev;
+	if (!s->whole && !(s->whole = malloc(sizeof(*s->whole)))) {
+		s->dropped_user++;
+		return NULL;
+	}
+	w = p ? ct_last_stack_whole(&p->last_stacks, ev, s->whole) : ev;
+	if (w) {
+		s->frames_shared += ev->py.nsame;
+		return w;
+	}
+	s->stacks_lost++;
+	memcpy(s->whole, ev, CT_CALL_EVENT_SIZE(0));
+	s->whole->py.nframes = s->whole->py.nsame = 0;
+	s->whole->py.flags &= ~CT_PYS_KNOWN;
+	return s->whole;
 }
 
 void ct_calls_on_call(struct ct_session *s, const struct ct_call_event *ev,

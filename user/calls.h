@@ -31,8 +31,15 @@ struct ct_call {
 };
 
 /*
- * An entry record. recorded: the Python side of the call as a recording kept it (replay),
- * NULL to resolve the stack from the live process.
+ * An entry record with its whole stack: the outermost frames it shares with its thread's
+ * last one put back (bpf/stackshare.bpf.h), before anything else reads it; where that one
+ * is not known here, without a stack, counted (stacks_lost). ev itself when it shares
+ * none, else the session's copy, good until the next record; NULL: no memory to make it.
+ */
+const struct ct_call_event *ct_calls_whole(struct ct_session *s, const struct ct_call_event *ev);
+/*
+ * An entry record (made whole). recorded: the Python side of the call as a recording kept it
+ * (replay), NULL to resolve the stack from the live process.
  */
 void ct_calls_on_call(struct ct_session *s, const struct ct_call_event *ev,
 		      const struct ct_tree_call *recorded);

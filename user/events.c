@@ -32,6 +32,7 @@ int ct_events_handle(void *ctx, void *data, size_t len)
 {
 	struct ct_session *s = ctx;
 	const struct ct_hdr *h = data;
+	const struct ct_call_event *call;
 
 	if (len < sizeof(*h))
 		return 0;
@@ -40,8 +41,8 @@ int ct_events_handle(void *ctx, void *data, size_t len)
 	s->events++;
 	switch (h->type) {
 	case CT_EV_CALL:
-		if (ct_rec_call_ok(data, len))
-			ct_calls_on_call(s, data, NULL);
+		if (ct_rec_call_ok(data, len) && (call = ct_calls_whole(s, data)))
+			ct_calls_on_call(s, call, NULL);
 		break;
 	case CT_EV_RET:
 		if (ct_rec_ret_ok(len))

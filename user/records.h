@@ -12,7 +12,7 @@
 
 static inline bool ct_rec_call_ok(const struct ct_call_event *ev, size_t len)
 {
-	return len >= CT_CALL_EVENT_SIZE(0) && ev->py.nframes <= CT_PY_MAX_FRAMES &&
+	return len >= CT_CALL_EVENT_SIZE(0) && ev->py.nframes + ev->py.nsame <= CT_PY_MAX_FRAMES &&
 	       len >= CT_CALL_EVENT_SIZE(ev->py.nframes);
 }
 

@@ -95,6 +95,10 @@ struct ct_session {
 	/* records read since the last CT_EVENTS_YIELD */
 	uint32_t batch_n;
 	uint64_t group_size_unknown; /* calls whose size-scaled bytes were not counted */
+	/* Call stacks: frames put back from their thread's last stack (laststack.h), and
+	 * stacks lost because that one was not known here (their calls go on without) */
+	uint64_t frames_shared, stacks_lost;
+	struct ct_call_event *whole; /* where a call record is made whole, or NULL */
 	uint64_t drops[CT_DROP_MAX];
 	struct ct_cost cost;	  /* --cost */
 	uint64_t mono_to_wall_ns; /* add to CLOCK_MONOTONIC ns for wall-clock ns */

@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <bpf/libbpf.h>
 #include "diag/diag.h"
+#include "laststack.h"
 #include "pystacks.h"
 #include "python/params.h"
 #include "session.h"
@@ -692,6 +693,8 @@ void ct_proc_exited(struct ct_session *s, struct ct_proc *p, int exit_code)
 	p->exit_code = exit_code;
 	ct_diag_proc_exit(s->diag, p->pid);
 	ct_proc_detach(s, p);
+	ct_last_stacks_free(p->last_stacks); /* no call of it follows */
+	p->last_stacks = NULL;
 }
 
 void ct_targets_proc_event(struct ct_session *s, const struct ct_proc_event *ev)
@@ -852,10 +855,13 @@ void ct_session_free(struct ct_session *s)
 		free(p->stats);
 		ct_tree_free(&p->tree);
 		ct_params_free(p->params);
+		ct_last_stacks_free(p->last_stacks);
 		free(p->ops);
 		free(p);
 	}
 	s->n_procs = 0;
+	free(s->whole);
+	s->whole = NULL;
 	for (int i = 0; i < s->n_files; i++)
 		file_free(s->files[i]);
 	s->n_files = 0;

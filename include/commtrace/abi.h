@@ -385,7 +385,10 @@ struct ct_frame {
 
 struct ct_thread {
 	__u32 depth;
-	__u32 pad;
+	/* the stamp of the last call stack it sent, and how many in a row shared frames with
+	 * the one before (bpf/stackshare.bpf.h) */
+	__u32 shared_run;
+	__u64 last_stack;
 	struct ct_frame frames[CT_MAX_DEPTH];
 };
 

@@ -250,7 +250,13 @@ struct ct_pystack {
 	__u16 nframes;
 	__u16 flags;
 	__u16 nguess; /* not CT_PYS_KNOWN: helper[0..nguess) are guesses */
-	__u16 pad;
+	/*
+	 * A call's stack (struct ct_call_event) only: its outermost nsame frames, after the
+	 * nframes sent, are the outermost nsame of the last call stack this thread sent with
+	 * any frame (nframes + nsame > 0), and are not sent again. BPF shares them only where
+	 * every frame's six words are the same, in a stack whose code objects are all known.
+	 */
+	__u16 nsame;
 	/* CT_PYS_HELPER: [0] is the first local of the outermost helper frame */
 	struct ct_op_val helper[CT_PYS_GUESSES];
 	struct ct_pyframe_raw frames[CT_PY_MAX_FRAMES]; /* innermost first; nframes sent */

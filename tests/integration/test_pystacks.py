@@ -305,6 +305,39 @@ def test_stacks_every_python(bpf, mpi_available, reaper, start_tracer, tmp_path,
 
 
 @pytest.mark.parametrize("version", ["3.11-debian", "3.13"])
+def test_stacks_share_outer_frames_exactly(bpf, mpi_available, reaper, start_tracer, tmp_path,
+                                           version):
+    """A stack's outermost frames that are the same as in its thread's last stack are not
+    sent again, and are put back by the reader: two threads on one CPU, switching often,
+    each calling from a varying depth (two calls in a row at each) and one of two call
+    sites. Every call's stack is its thread's ledger entry for that call, frame for frame
+    (sharing one frame too many, as a check, failed here at the fifth call)."""
+    python = INTERPRETERS[version]
+    if not python.exists():
+        pytest.skip(f"SKIPPED LOUDLY: {python} is not installed")
+    calls = 60
+    js, pid, ledger, tr = run_pystack(reaper, start_tracer, tmp_path, python,
+                                      "--varied", "--threads", 2, "--calls", calls)
+    colls = [r for _, r in flatten(debug_of(js, pid)["records"]) if r["type"] == "collective"]
+    assert len(colls) == 2 * calls
+    assert len(ledger["varied"]) == 2
+    step = ["Worker.step", ledger["call_line"]]
+    for name, th in ledger["varied"].items():
+        mine = sorted((r for r in colls if r["tid"] == th["tid"]), key=lambda r: r["ts_ns"])
+        assert len(mine) == calls, name
+        for i, (r, chain) in enumerate(zip(mine, th["chains"])):
+            want = [tuple(f) for f in [step] + chain[1:]][:16]
+            got = [(f["qualname"], f["line"]) for f in r["stack"]]
+            assert got == want, (name, i, got, want)
+    # Frames were put back from the thread's last stack (where the second call at a depth
+    # followed the first on the CPU, with no stack of the other thread in between), and
+    # none had to be given up.
+    assert js["drops"]["python_stacks_lost"] == 0
+    assert js["python_stacks"] == 2 * calls
+    assert 0 < js["python_frames_shared"] < js["python_frames"], js["python_frames_shared"]
+
+
+@pytest.mark.parametrize("version", ["3.11-debian", "3.13"])
 def test_known_stacks_named_from_cache(bpf, mpi_available, reaper, start_tracer, tmp_path,
                                        version):
     """Once user space has resolved a stack's code objects, BPF checks them at capture and

@@ -26,6 +26,10 @@ stacks must reproduce exactly.
                    code object address in call order
   --reuse-calls K  with --reuse: call each made function K times (default 1), sleeping
                    --pause S seconds after each call
+  --varied         each call from a stack of its own: 0-3 levels of recursion (two calls in
+                   a row at each depth), then one of two call sites; the threads share one
+                   CPU and switch often. The ledger lists every call's chain per thread, in
+                   call order, with the thread's id (varied)
 """
 import argparse
 import ctypes
@@ -87,6 +91,26 @@ def deep(n, w, calls=1):
     return deep(n - 1, w, calls)
 
 
+def site_a(w):
+    return w.step()
+
+
+def site_b(w):
+    return w.step()
+
+
+def varied(w, k, site):
+    if k:
+        return varied(w, k - 1, site)
+    return site(w)
+
+
+def run_varied(w, calls, log):
+    log[w.name] = {"tid": threading.get_native_id(), "chains": []}
+    for i in range(calls):
+        log[w.name]["chains"].append(varied(w, (i // 2) % 4, site_b if i % 3 == 2 else site_a))
+
+
 def distinct_chain(depth):
     """A function calling depth distinct functions down to Worker.step, every third one
     through map(): each level its own code object, and the C calls' shim frames between."""
@@ -136,6 +160,7 @@ def main():
     ap.add_argument("--reuse-calls", type=int, default=1)
     ap.add_argument("--pause", type=float, default=0)
     ap.add_argument("--hold-file")
+    ap.add_argument("--varied", action="store_true")
     a = ap.parse_args()
     if a.stay and (not a.depth or a.distinct or a.pause):
         ap.error("--stay takes --depth, without --distinct or --pause")
@@ -148,8 +173,17 @@ def main():
             f.write(f"{os.getpid()}\n")
         while not os.path.exists(a.wait_file):
             time.sleep(0.02)
-    made = []
-    if a.reuse:
+    made, calls_of = [], {}
+    if a.varied:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+        sys.setswitchinterval(0.0002)
+        ts = [threading.Thread(target=run_varied, args=(Worker(f"v{i}", a.calls), a.calls,
+                                                         calls_of)) for i in range(a.threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    elif a.reuse:
         made = reused(a.reuse, a.reuse_calls, a.pause)
     elif a.depth or a.time:
         chain_of = (distinct_chain(a.depth) if a.distinct
@@ -192,6 +226,7 @@ def main():
         with open(a.expect, "w") as f:
             json.dump({"calls": a.calls, "threads": a.threads, "depth": a.depth,
                        "call_line": call_line, "chains": record, "made": made,
+                       "varied": calls_of,
                        "version": list(sys.version_info[:2])}, f)
     if a.hold_file:
         while not os.path.exists(a.hold_file):

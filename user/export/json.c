@@ -522,10 +522,16 @@ int ct_export_json(struct ct_session *s, const char *path)
 		cJSON_AddItemToObject(drops, "python_frames_unresolved",
 				      u64(c ? c->frames_unresolved : 0));
 		cJSON_AddItemToObject(drops, "python_frames_reused", u64(c ? c->frames_reused : 0));
+		/* stacks whose outermost frames were sent as their thread's last ones, which
+		 * were not known here: their calls have no stack */
+		cJSON_AddItemToObject(drops, "python_stacks_lost", u64(s->stacks_lost));
 		cJSON_AddItemToObject(drops, "module_names_by_class",
 				      u64(c ? c->names_by_class : 0));
 		cJSON_AddItemToObject(root, "python_stacks", u64(c ? c->stacks : 0));
 		cJSON_AddItemToObject(root, "python_frames", u64(c ? c->frames : 0));
+		/* of those, the outermost ones BPF did not send again: the same as in the
+		 * thread's last stack (bpf/stackshare.bpf.h) */
+		cJSON_AddItemToObject(root, "python_frames_shared", u64(s->frames_shared));
 		/* Stacks whose every code object BPF checked as already resolved: named
 		 * from the cache, later, without a wakeup (docs/json.md). */
 		if (c && c->stacks) {

@@ -329,11 +329,15 @@ int ct_replay_file(struct ct_session *s, FILE *f, struct ct_replay_stats *st, ch
 		s->events++;
 		switch (hdr->type) {
 		case CT_EV_CALL: {
+			const struct ct_call_event *call;
 			const struct ct_func *fn;
 			bool py = false;
 
-			if (!ct_rec_call_ok(&buf->call, fr.len))
+			if (!ct_rec_call_ok(&buf->call, fr.len) ||
+			    !(call = ct_calls_whole(s, &buf->call)))
 				break;
+			if (call != &buf->call)
+				memcpy(&buf->call, call, CT_CALL_EVENT_SIZE(call->py.nframes));
 			/*
 			 * A stack is resolved by reading the live process: what the tracer made
 			 * of it follows the record (CT_REC_PYCALL), or the call is replayed
