@@ -11,7 +11,7 @@
  * frame with the one it replaces there (struct walk.last_n); where both stacks have as many
  * frames, the outermost ones found the same, word for word, are sent as a count, in a
  * stack whose code objects were all checked at this walk (CT_PYS_KNOWN): the frames left
- * out are the values user space would have had, and names by.
+ * out hold exactly the values user space would have been sent, and names the frames by.
  */
 #ifndef CT_STACKSHARE_BPF_H
 #define CT_STACKSHARE_BPF_H
