@@ -28,8 +28,9 @@ stacks must reproduce exactly.
                    --pause S seconds after each call
   --varied         each call from a stack of its own: 0-3 levels of recursion (two calls in
                    a row at each depth), then one of two call sites; the threads share one
-                   CPU and switch often. The ledger lists every call's chain per thread, in
-                   call order, with the thread's id (varied)
+                   CPU and switch often, and sleep 0.2 s after each of their first three
+                   calls (by then every code object was met). The ledger lists every call's
+                   chain per thread, in call order, with the thread's id (varied)
 """
 import argparse
 import ctypes
@@ -109,6 +110,8 @@ def run_varied(w, calls, log):
     log[w.name] = {"tid": threading.get_native_id(), "chains": []}
     for i in range(calls):
         log[w.name]["chains"].append(varied(w, (i // 2) % 4, site_b if i % 3 == 2 else site_a))
+        if i < 3:  # every code object is met by then: the reader resolves them meanwhile
+            time.sleep(0.2)
 
 
 def distinct_chain(depth):
