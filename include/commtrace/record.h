@@ -26,10 +26,10 @@
 
 #define CT_REC_MAGIC "CTRECORD"
 #define CT_REC_VERSION                                                                             \
-	7 /* 2: ct_rec_pycall names its op and root class; 3: ct_op_event.func; 4:                 \
+	8 /* 2: ct_rec_pycall names its op and root class; 3: ct_op_event.func; 4:                 \
 	     ct_call_event.val[CT_V_GROUP]; 5: ct_pystack.helper, 512 frames with their ident      \
 	     and arg2, ct_rec_pynode.src/dst; 6: a ct_rec_pynode may be a compiled graph; 7:       \
-	     ct_pystack.nguess, a second helper */
+	     ct_pystack.nguess, a second helper; 8: ct_pystack.nsame, frames shared */
 #define CT_REC_MAX_EVENT 28672 /* >= sizeof(struct ct_call_event) */
 #define CT_REC_MAX_DROPS 16    /* >= CT_DROP_MAX */
 
