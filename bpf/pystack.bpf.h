@@ -542,31 +542,24 @@ static __always_inline void guess_helper(struct walk *w, __u64 obj, __u8 from)
 	ct_guess_helper(w->st, w->pp, obj, from);
 }
 
-/* Are two frames the same, word for word? */
-static __always_inline bool same_frame(const struct ct_pyframe_raw *a,
-				       const struct ct_pyframe_raw *b)
-{
-	const __u64 *x = (const void *)a, *y = (const void *)b;
-
-	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3] && x[4] == y[4] &&
-	       x[5] == y[5];
-}
-
 /*
- * Frame n of st made f, once compared with the frame it replaces, of the last stack st
- * held (last_n frames; 0: none): whether they differ. Comparing there costs no line the
- * store would not bring in. A global function, verified once on its own.
+ * Frame n of st made f, once compared word for word with the frame it replaces, of the
+ * last stack st held (last_n frames; 0: none): whether they differ. Comparing there costs
+ * no line the store would not bring in. A global function, verified once on its own.
  */
 __noinline int ct_frame_store(struct ct_pystack *st, const struct ct_pyframe_raw *f, __u32 n,
 			      __u32 last_n)
 {
 	struct ct_pyframe_raw *d;
+	const __u64 *x, *y = (const void *)f;
 	int differs;
 
 	if (!st || !f)
 		return 0;
 	d = &st->frames[n & (CT_PY_MAX_FRAMES - 1)];
-	differs = n >= last_n || !same_frame(d, f);
+	x = (const void *)d;
+	differs = n >= last_n || x[0] != y[0] || x[1] != y[1] || x[2] != y[2] || x[3] != y[3] ||
+		  x[4] != y[4] || x[5] != y[5];
 	*d = *f;
 	return differs;
 }

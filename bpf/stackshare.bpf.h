@@ -75,17 +75,16 @@ static __always_inline void share_frames(const struct stack_memo *memo, __u64 ep
 
 /*
  * The record built in ev was sent (emitted) or not. A stack sent is, from now, the
- * thread's last one, held here until the next walk on this CPU; ev's count is made whole
- * again. A record without frames changes nothing, on either side. A stack not sent, or a
- * walk on this CPU in between, replaced frames: then callbuf holds no stack for sure.
+ * thread's last one, held here until the next walk on this CPU (callbuf keeps all its
+ * frames; memo->n counts them). A record without frames changes nothing, on either side.
+ * A stack not sent, or a walk on this CPU in between, replaced frames: then callbuf holds
+ * no stack for sure.
  */
 static __always_inline void stack_sent(struct stack_memo *memo, __u64 epoch, struct ct_thread *t,
-				       struct ct_call_event *ev, bool emitted)
+				       const struct ct_call_event *ev, bool emitted)
 {
 	__u32 n = ev->py.nframes + ev->py.nsame, shared = ev->py.nsame;
 
-	ev->py.nframes = n;
-	ev->py.nsame = 0;
 	if (!memo)
 		return;
 	if (!emitted || memo->next != epoch) {
