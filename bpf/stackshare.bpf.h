@@ -57,16 +57,16 @@ static __always_inline __u32 last_frames(const struct stack_memo *memo, const st
 }
 
 /*
- * After the walk into ev: the same outermost frames it found (same) are left out of what
- * is sent (ev->py.nframes, nsame), in a stack of known code objects. epoch: memo->next when
- * the walk began, which a walk on this CPU in between (a preemption) changed.
+ * After the walk into ev (which set nsame to 0): the same outermost frames it found (same)
+ * are left out of what is sent (ev->py.nframes, nsame), in a stack of known code objects.
+ * epoch: memo->next when the walk began, which a walk on this CPU in between (a
+ * preemption) changed.
  */
 static __always_inline void share_frames(const struct stack_memo *memo, __u64 epoch, __u32 same,
 					 struct ct_call_event *ev)
 {
 	__u32 n = ev->py.nframes;
 
-	ev->py.nsame = 0;
 	if (!memo || memo->next != epoch || !(ev->py.flags & CT_PYS_KNOWN) || !same || same > n)
 		return;
 	ev->py.nframes = n - same;
