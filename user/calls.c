@@ -235,13 +235,13 @@ const struct ct_call_event *ct_calls_whole(struct ct_session *s, const struct ct
 	struct ct_proc *p = ct_proc_find(s, ev->hdr.pid);
 	const struct ct_call_event *w;
 
-	if (!ev->py.nframes && !ev->py.nsame)
-		return ev;
+	if (!p || (!ev->py.nframes && !ev->py.nsame))
+		return ev; /* no process of ours: ct_calls_on_call leaves it */
 	if (!s->whole && !(s->whole = malloc(sizeof(*s->whole)))) {
 		s->dropped_user++;
 		return NULL;
 	}
-	w = p ? ct_last_stack_whole(&p->last_stacks, ev, s->whole) : ev;
+	w = ct_last_stack_whole(&p->last_stacks, ev, s->whole);
 	if (w) {
 		s->frames_shared += ev->py.nsame;
 		return w;
