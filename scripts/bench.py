@@ -203,7 +203,8 @@ def attached_run(cmd, tracer_args=None):
             text += line
             if line.startswith("cpu_s "):
                 break
-        out = {"ns_per_call": number(text, "ns_per_call"), "cpu_s": number(text, "cpu_s")}
+        out = {"ns_per_call": number(text, "ns_per_call"), "cpu_s": number(text, "cpu_s"),
+               "frames": number(text, "frames")}
         if tracer:
             after = bpf_prog_stats()
             for name, (runs, ns) in after.items():
@@ -249,11 +250,22 @@ def cpu_ns(res, name, calls):
     return [r["cpu_s"] * 1e9 / calls for r in res[name]]
 
 
+def frames_per_stack(res):
+    """The Python frames of each call's stack, and what the BPF entry program spent on each
+    (with stacks less without, medians over the runs)."""
+    frames = res["traced, Python stacks"][0]["frames"]
+    entry = [statistics.median(r["bpf_ct_entry"] for r in res[c])
+             for c in ("traced, Python stacks", "traced, no stacks")]
+    print(f"  {frames:.0f} Python frames a stack: BPF entry {entry[0] - entry[1]:+,.0f} ns with "
+          f"stacks, {(entry[0] - entry[1]) / frames:.0f} ns a frame")
+
+
 def bench_pystack():
-    """Stack capture, by CPU time: MPI_Barrier from a Python call chain (about 10 and 50
-    frames: one function recursing, or 40 distinct ones, every third entered from C; and
-    about 500, recursing from the top at each call or calling from the deepest frame), the
-    tracer attached by pid, the three configurations alternated."""
+    """Stack capture, by CPU time: MPI_Barrier from a Python call chain (0 and 40 levels:
+    one function recursing, or 40 distinct ones, every third entered from C; and 490,
+    recursing from the top at each call or calling from the deepest frame; the frames a
+    stack holds are printed), the tracer attached by pid, the three configurations
+    alternated."""
     for label, py in (("3.11 (Debian)", "/usr/bin/python3.11"),
                       ("3.13", str(Path.home() / ".pyenv/versions/3.13.0/bin/python3.13"))):
         if not Path(py).exists():
@@ -272,6 +284,7 @@ def bench_pystack():
                       f"{calls} calls a run, {ROUNDS} rounds alternated", calls, res)
             stack = bs.bootstrap(bs.diff_of_means, cpu_ns(res, "traced, Python stacks", calls),
                                  cpu_ns(res, "traced, no stacks", calls))
+            frames_per_stack(res)
             if depth >= 100:  # the goals are for a framework's depths
                 print(f"  stack capture alone: {bs.fmt(stack, ' ns', 0)} per collective, "
                       f"{stack[0] / depth:.0f} ns a level")

@@ -16,8 +16,9 @@ stacks must reproduce exactly.
                    stack's chunks past the first as the recursion unwinds)
   --wait-file P    write the pid to P.pid, wait for P to exist before calling
   --expect F       write what was called from where to F (JSON)
-  --time           print "ns_per_call N": wall time over all calls of all threads, and
-                   "cpu_s S": the CPU time this process spent making them
+  --time           print "ns_per_call N": wall time over all calls of all threads,
+                   "cpu_s S": the CPU time this process spent making them, and "frames F":
+                   the Python frames of the first thread's stack at its calls
   --pause S        with --depth: sleep S seconds after each call
   --hold-file P    before exiting, wait for P to exist (the tracer stays attached)
   --reuse N        call from N functions made at run time one after the other, each freed
@@ -210,8 +211,9 @@ def main():
             t.join()
         if a.time:
             ns = (time.perf_counter_ns() - t0) / (a.calls * a.threads)
-            print(f"ns_per_call {ns:.1f}", flush=True)
-            print(f"cpu_s {cpu() - cpu0:.6f}", flush=True)  # of this process, calling
+            spent = cpu() - cpu0  # of this process, calling
+            print(f"frames {len(record['deep'])}\nns_per_call {ns:.1f}\ncpu_s {spent:.6f}",
+                  flush=True)
     else:
         start = threading.Barrier(a.threads)
         ts = []
