@@ -321,8 +321,8 @@ int ct_entry(struct pt_regs *ctx)
 		ev->val[CT_V_OUT] = PT_REGS_RC(ctx);
 	/* The stack of the outermost traced call says who asked; nested ones share it. */
 	if (depth == 0) {
-		__u32 same =
-		    walk_python(pid_tgid >> 32, (__u32)pid_tgid, sp, &ev->py, last_frames(memo, t));
+		__u32 same = walk_python(pid_tgid >> 32, (__u32)pid_tgid, sp, &ev->py,
+					 last_frames(memo, t), CT_LC_CALL);
 
 		/* what naming it reads is copied now, or the reader must come at once */
 		if ((ev->py.flags & CT_PYS_KNOWN) && !capture(pid_tgid, ts))

@@ -303,7 +303,7 @@ static __always_inline bool dispatch_enter(struct pt_regs *ctx)
 	capture_vals(pid_tgid, ts, args, tuple); /* its DTensors' placements, sent first */
 	__builtin_memset(&ev->op.vals, 0, sizeof(ev->op.vals));
 	describe_vals(pp, args, tuple, &ev->op.vals);
-	walk_python(tgid, (__u32)pid_tgid, sp, &ev->py, 0);
+	walk_python(tgid, (__u32)pid_tgid, sp, &ev->py, 0, CT_LC_OP);
 	/* a redistribution's specs are read live: the capture above has this record's time */
 	if (walk_wants_capture())
 		ev->py.flags &= ~CT_PYS_KNOWN;

@@ -65,6 +65,32 @@ struct {
 	__type(value, struct code_cache);
 } codecache SEC(".maps");
 
+/*
+ * What the last walk on this CPU found of each frame's code object, by depth: its flags
+ * where it was held (CT_PYC_HELD), else 0; gen: ct_code_gen when that walk began. Where
+ * the buffer walked into still holds the thread's last stack (walk_python's last_n,
+ * bpf/stackshare.bpf.h) and gen has not moved since (no code object died, user space
+ * changed no entry), a frame whose code object is the held one at the same depth there is
+ * that object, alive: its ident is that frame's, its flags these, without a look in
+ * codecache. A framework's stacks are the same distinct functions call after call, each
+ * its own line of codecache; here they are 4 bytes a frame, in order. A call's walk (into
+ * callbuf) and an op's (into another buffer, with no last stack) each have their own: an
+ * op's walk between two calls must not leave its stack's flags for the second.
+ */
+enum { CT_LC_CALL, CT_LC_OP, CT_LC_SLOTS };
+
+struct last_codes {
+	__u64 gen;
+	__u32 flags[CT_PY_MAX_FRAMES];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CT_LC_SLOTS);
+	__type(key, __u32);
+	__type(value, struct last_codes);
+} lastcodes SEC(".maps");
+
 /* tid → PyThreadState, validated before use. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -271,10 +297,12 @@ struct walk {
 	struct walk_state *s;
 	struct frame_win *win;
 	struct code_cache *cc;
+	struct last_codes *lc;
 	__u64 cell_type, sp; /* sp: the C stack pointer at the probe */
 	__u64 gen;	     /* ct_code_gen when the walk began */
 	__u32 tgid;
-	__u32 last_n; /* frames of the last stack st holds, compared with as they are replaced */
+	__u32 last_n;	 /* frames of the last stack st holds, compared with as they are replaced */
+	__u32 last_held; /* of them, those lc describes (0: lc is another moment's) */
 };
 
 /*
@@ -603,10 +631,16 @@ static long walk_cb(__u64 i, void *data)
 	fr->arg1 = head_u64(w, at, frame, o->frame_localsplus + 8);
 	fr->arg2 = head_u64(w, at, frame, o->frame_localsplus + 16);
 	st->nframes = n + 1;
-	if (known_code(w, code, &kv, &held)) {
+	if (n < w->last_held && (w->lc->flags[n] & CT_PYC_HELD) && st->frames[n].code == code &&
+	    !w->s->unknown) {
+		ident = st->frames[n].ident;
+		flags = w->lc->flags[n];
+	} else if (known_code(w, code, &kv, &held)) {
 		ident = held->ident;
 		flags = held->flags;
+		w->lc->flags[n] = flags;
 	} else {
+		w->lc->flags[n] = 0;
 		/* The code object's bytes, once per code object and walk: which object it is
 		 * goes with the frame, so that a reused address is never named as the old one. */
 		fresh = false;
@@ -661,10 +695,10 @@ static long walk_cb(__u64 i, void *data)
  * Fills st (nframes 0 and a flag when there is no Python on this thread), comparing each
  * frame with the one it replaces, of the last stack st held (last_n frames; 0: none). Of a
  * stack with as many frames as that one, how many at the outermost end are the same as
- * its; else 0.
+ * its; else 0. lc_slot: which kind of walk (struct last_codes).
  */
 static __always_inline __u32 walk_python(__u32 tgid, __u32 tid, __u64 sp, struct ct_pystack *st,
-					 __u32 last_n)
+					 __u32 last_n, __u32 lc_slot)
 {
 	struct ct_pyproc_bpf *pp = bpf_map_lookup_elem(&pyprocs, &tgid);
 	struct task_struct *task;
@@ -680,7 +714,8 @@ static __always_inline __u32 walk_python(__u32 tgid, __u32 tid, __u64 sp, struct
 	w.s = bpf_map_lookup_elem(&walkbuf, &zero);
 	w.win = bpf_map_lookup_elem(&framewin, &zero);
 	w.cc = bpf_map_lookup_elem(&codecache, &zero);
-	if (!pp || !w.s || !w.win || !w.cc)
+	w.lc = bpf_map_lookup_elem(&lastcodes, &lc_slot);
+	if (!pp || !w.s || !w.win || !w.cc || !w.lc)
 		return 0;
 	st->flags |= CT_PYS_PYTHON;
 	task = bpf_get_current_task_btf();
@@ -716,7 +751,10 @@ static __always_inline __u32 walk_python(__u32 tgid, __u32 tid, __u64 sp, struct
 	w.tgid = tgid;
 	w.sp = sp;
 	w.gen = ct_code_gen;
+	w.last_held = w.lc->gen == w.gen ? last_n : 0;
 	bpf_loop(CT_PY_MAX_FRAMES + 1, walk_cb, &w, 0);
+	if (st->nframes) /* lc's flags are now this walk's (those further out, another's) */
+		w.lc->gen = w.gen;
 	if (w.s->frame)
 		st->flags |= CT_PYS_TRUNCATED;
 	if (w.s->unknown || !st->nframes) {
