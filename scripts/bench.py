@@ -6,7 +6,7 @@
    uprobe_multi links, and bpftrace with the same entry+return probes (the raw tracing
    floor). Per-call added cost = traced - untraced.
 2. Python stack capture, by CPU time (scripts/benchstats.py): MPI_Barrier from a Python
-   call chain of depth 0, 40 (about 10 and 50 frames; recursing, or distinct functions) and
+   call chain of depth 0, 40 (6 and 46 frames recursing, 57 for 40 distinct functions) and
    490 (recursing from the top at each call, or calling from the deepest frame), CPython
    3.11 and 3.13, the tracer attached by pid: untraced, without stacks, with stacks, alternated over
    BENCH_ROUNDS rounds; the target's CPU ns per call with 95 % intervals, the tracer's CPU,
@@ -40,7 +40,9 @@
    probe, and an entry probe on a 5-byte nop, which Linux 6.18+ reaches without a trap.
 
 `scripts/bench.py [traps|mpi|pystack|training|ops|torch2|events|pyevents|node|memory|offline|
-devprof|detach|fleet]...`: only those.
+devprof|detach|fleet]...`: only those. `BENCH_BUILDS=A:B scripts/bench.py builds` (named
+only): two builds of the tracer, old and new, on the stack shapes, in pairs of runs; the
+BPF programs' ns per run, B less A, with 95 % intervals.
 
 Run as root. Where a figure has no interval, each configuration runs REPEAT times and the
 median is kept; the machine is noisy, so read those as ratios of medians, not single
@@ -178,11 +180,12 @@ def bpf_prog_stats():
             for p in progs if p.get("name") in ("ct_entry", "ct_exit")}
 
 
-def attached_run(cmd, tracer_args=None):
+def attached_run(cmd, tracer_args=None, tracer_bin=None):
     """One run of a target that takes --wait-file and --hold-file (pystack_mpi.py), with the
-    tracer attached by pid first unless tracer_args is None. Returns the target's ns_per_call
-    and cpu_s, the tracer's CPU time (whole run, attach included) and, from bpf_stats, ns per
-    run of each BPF program over the calls."""
+    tracer (tracer_bin, else this build's) attached by pid first unless tracer_args is None.
+    Returns the target's ns_per_call, cpu_s and frames a stack, the tracer's CPU time (whole
+    run, attach included) and, from bpf_stats, ns per run of each BPF program over the
+    calls."""
     tmp = Path(tempfile.mkdtemp(prefix="ct-bench-"))
     go, hold = tmp / "go", tmp / "hold"
     target = subprocess.Popen([*map(str, cmd), "--wait-file", str(go), "--hold-file", str(hold)],
@@ -191,7 +194,7 @@ def attached_run(cmd, tracer_args=None):
     try:
         pid = wait_pidfile(tmp / "go.pid", target, cmd[1])
         if tracer_args is not None:
-            tracer = subprocess.Popen([TRACER, "-q", *tracer_args, "-p", pid],
+            tracer = subprocess.Popen([tracer_bin or TRACER, "-q", *tracer_args, "-p", pid],
                                       stderr=subprocess.PIPE, text=True)
             for line in tracer.stderr:
                 if line.startswith("attached:"):
@@ -250,14 +253,63 @@ def cpu_ns(res, name, calls):
     return [r["cpu_s"] * 1e9 / calls for r in res[name]]
 
 
-def frames_per_stack(res):
-    """The Python frames of each call's stack, and what the BPF entry program spent on each
-    (with stacks less without, medians over the runs)."""
-    frames = res["traced, Python stacks"][0]["frames"]
-    entry = [statistics.median(r["bpf_ct_entry"] for r in res[c])
-             for c in ("traced, Python stacks", "traced, no stacks")]
-    print(f"  {frames:.0f} Python frames a stack: BPF entry {entry[0] - entry[1]:+,.0f} ns with "
-          f"stacks, {(entry[0] - entry[1]) / frames:.0f} ns a frame")
+def pythons(bench):
+    """(label, interpreter) of the CPythons the Python benches run, those installed."""
+    for label, py in (("3.11 (Debian)", "/usr/bin/python3.11"),
+                      ("3.13", str(Path.home() / ".pyenv/versions/3.13.0/bin/python3.13"))):
+        if Path(py).exists():
+            yield label, py
+        else:
+            print(f"\nbench {bench}: {py} not installed, CPython {label} skipped")
+
+
+def pystack_cmd(py, depth, shape, calls):
+    return [py, WORK / "pystack_mpi.py", "--time", "--calls", calls, "--depth", depth,
+            *{"distinct functions": ["--distinct"],
+              "calls from the deepest frame": ["--stay"]}.get(shape, [])]
+
+
+def bench_builds():
+    """Two builds of the tracer (BENCH_BUILDS=A:B, two commtrace-bpf binaries) on the stack
+    shapes of a framework's depth, in pairs of runs, A then B and B then A: each pair's
+    difference in the BPF programs' ns per run; their median and mean, each with its 95 %
+    interval (a run in twelve may take 1 us more, which moves the mean). A pair's runs are
+    seconds apart, so the drift of a shared VM, which moves separate runs' medians by
+    150-250 ns, cancels out of it."""
+    builds = os.environ.get("BENCH_BUILDS", "").split(":")
+    if len(builds) != 2 or not all(os.access(b, os.X_OK) for b in builds):
+        raise SystemExit("bench builds: set BENCH_BUILDS=A:B, two commtrace-bpf binaries")
+    pairs, calls = 2 * ROUNDS, 10000
+    for label, py in pythons("builds"):
+        for depth, shape in ((0, "recursion"), (40, "recursion"), (40, "distinct functions")):
+            cmd = pystack_cmd(py, depth, shape, calls)
+            runs = {b: [] for b in builds}
+            for p in range(pairs):
+                for b in (builds if p % 2 == 0 else builds[::-1]):
+                    runs[b].append(attached_run(cmd, [], tracer_bin=b))
+            print(f"\nMPI_Barrier from CPython {label} at depth {depth} ({shape}), with stacks: "
+                  f"{pairs} pairs of runs, {calls} calls each; B = {builds[1]} less A = "
+                  f"{builds[0]}")
+            for prog in ("ct_entry", "ct_exit"):
+                a, b = ([r[f"bpf_{prog}"] for r in runs[x]] for x in builds)
+                diff = [y - x for x, y in zip(a, b)]
+                print(f"  BPF {prog}: A {statistics.median(a):,.0f} ns a run; B - A: median "
+                      f"{bs.fmt(bs.bootstrap(statistics.median, diff), ' ns', 0)}, mean "
+                      f"{bs.fmt(bs.bootstrap(bs.mean, diff), ' ns', 0)}")
+
+
+def bpf_stack_cost(res, goal=None):
+    """What a stack costs by the BPF programs' own time (entry and return, bpf_stats): with
+    stacks less without, paired within each round (its runs are seconds apart, so a shared
+    VM's drift cancels), the mean with its 95 % interval, and that over the Python frames
+    of each call's stack."""
+    with_, without = res["traced, Python stacks"], res["traced, no stacks"]
+    ci = bs.bootstrap(bs.mean, [w["bpf_ct_entry"] + w["bpf_ct_exit"] - o["bpf_ct_entry"] -
+                                o["bpf_ct_exit"] for w, o in zip(with_, without)])
+    frames = with_[0]["frames"]
+    print(f"  {frames:.0f} Python frames a stack; by BPF time, stack capture "
+          f"{bs.fmt(ci, ' ns', 0)}, {ci[0] / frames:.0f} ns a frame" +
+          (f" (goal <= {goal} ns: {bs.within(ci, goal)})" if goal else ""))
 
 
 def bench_pystack():
@@ -266,17 +318,11 @@ def bench_pystack():
     recursing from the top at each call or calling from the deepest frame; the frames a
     stack holds are printed), the tracer attached by pid, the three configurations
     alternated."""
-    for label, py in (("3.11 (Debian)", "/usr/bin/python3.11"),
-                      ("3.13", str(Path.home() / ".pyenv/versions/3.13.0/bin/python3.13"))):
-        if not Path(py).exists():
-            print(f"\nbench pystack: {py} not installed, CPython {label} skipped")
-            continue
+    for label, py in pythons("pystack"):
         for depth, shape in ((0, "recursion"), (40, "recursion"), (40, "distinct functions"),
                              (490, "recursion"), (490, "calls from the deepest frame")):
             calls = 20000 if depth < 100 else 5000
-            cmd = [py, WORK / "pystack_mpi.py", "--time", "--calls", calls, "--depth", depth,
-                   *{"distinct functions": ["--distinct"],
-                     "calls from the deepest frame": ["--stay"]}.get(shape, [])]
+            cmd = pystack_cmd(py, depth, shape, calls)
             configs = {"untraced": None, "traced, no stacks": ["--no-stacks"],
                        "traced, Python stacks": []}
             res = bs.alternate(list(configs), ROUNDS, lambda c: attached_run(cmd, configs[c]))
@@ -284,7 +330,7 @@ def bench_pystack():
                       f"{calls} calls a run, {ROUNDS} rounds alternated", calls, res)
             stack = bs.bootstrap(bs.diff_of_means, cpu_ns(res, "traced, Python stacks", calls),
                                  cpu_ns(res, "traced, no stacks", calls))
-            frames_per_stack(res)
+            bpf_stack_cost(res, 1500 if depth < 100 else None)
             if depth >= 100:  # the goals are for a framework's depths
                 print(f"  stack capture alone: {bs.fmt(stack, ' ns', 0)} per collective, "
                       f"{stack[0] / depth:.0f} ns a level")
@@ -730,10 +776,15 @@ BENCHES = ["traps", "mpi", "pystack", "training", "ops", "torch2", "events", "py
 
 
 def run_benches(which):
+    if "builds" in which:  # named only: it needs BENCH_BUILDS
+        bench_builds()
+        which = [w for w in which if w != "builds"]
+        if not which:
+            return
     unknown = [w for w in which if w not in BENCHES]
     if unknown:
         raise SystemExit(f"bench: no such bench {', '.join(unknown)} (one of: "
-                         f"{' '.join(BENCHES)})")
+                         f"{' '.join(BENCHES)}; or builds, with BENCH_BUILDS=A:B)")
     which = which or BENCHES
     if "traps" in which:
         bench_traps()
