@@ -776,15 +776,15 @@ BENCHES = ["traps", "mpi", "pystack", "training", "ops", "torch2", "events", "py
 
 
 def run_benches(which):
+    unknown = [w for w in which if w not in BENCHES and w != "builds"]
+    if unknown:
+        raise SystemExit(f"bench: no such bench {', '.join(unknown)} (one of: "
+                         f"{' '.join(BENCHES)}; or builds, with BENCH_BUILDS=A:B)")
     if "builds" in which:  # named only: it needs BENCH_BUILDS
         bench_builds()
         which = [w for w in which if w != "builds"]
         if not which:
             return
-    unknown = [w for w in which if w not in BENCHES]
-    if unknown:
-        raise SystemExit(f"bench: no such bench {', '.join(unknown)} (one of: "
-                         f"{' '.join(BENCHES)}; or builds, with BENCH_BUILDS=A:B)")
     which = which or BENCHES
     if "traps" in which:
         bench_traps()
