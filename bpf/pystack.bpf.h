@@ -462,15 +462,16 @@ static __always_inline bool read_span(const struct ct_pyproc_bpf *pp, __u64 code
 
 /*
  * Which code object this is (struct ct_pyframe_raw.ident), from its bytes in buf (read by
- * the caller, from code_lo): co_version (3.12+), else co_name's CT_PY_NAME_IDENT, or 0.
+ * the caller, from code_lo): co_version (3.12+), else co_name's CT_PY_NAME_IDENT, or 0;
+ * CT_PY_IDENT_UNREAD where the name cannot be read.
  */
 static __always_inline __u64 code_ident(struct walk *w, const __u8 *buf)
 {
 	const struct ct_py_offsets *o = w->o;
 	__u16 lo = w->pp->code_lo;
-	__u32 ver = 0;
-	__u64 h, name;
-	__s64 len;
+	__u32 ver = 0, state = 0;
+	__u64 h = 0, name, chars = 0;
+	__s64 len = 0;
 
 	if (o->code_version != CT_PY_NONE) {
 		__builtin_memcpy(&ver, buf + ((o->code_version - lo) & CT_HEAD_MASK), 4);
@@ -479,14 +480,19 @@ static __always_inline __u64 code_ident(struct walk *w, const __u8 *buf)
 	if (o->unicode_hash == CT_PY_NONE)
 		return 0;
 	name = span_u64(buf, lo, o->code_name);
-	h = rd64(name + o->unicode_hash);
+	if (bpf_probe_read_user(&h, sizeof(h), (void *)(name + o->unicode_hash)))
+		return CT_PY_IDENT_UNREAD;
 	if (h != (__u64)-1)
 		return h;
 	/* No hash (a name never used as a key): a short ASCII name by its characters. */
-	if (((__u32)rd64(name + o->unicode_state) & w->pp->ascii_state) != w->pp->ascii_state)
+	if (bpf_probe_read_user(&state, sizeof(state), (void *)(name + o->unicode_state)) ||
+	    bpf_probe_read_user(&len, sizeof(len), (void *)(name + o->unicode_length)))
+		return CT_PY_IDENT_UNREAD;
+	if ((state & w->pp->ascii_state) != w->pp->ascii_state || len <= 0 || len > 8)
 		return 0;
-	len = (__s64)rd64(name + o->unicode_length);
-	return CT_PY_NAME_IDENT(-1, len, rd64(name + o->unicode_ascii_data));
+	if (bpf_probe_read_user(&chars, sizeof(chars), (void *)(name + o->unicode_ascii_data)))
+		return CT_PY_IDENT_UNREAD;
+	return CT_PY_NAME_IDENT(-1, len, chars);
 }
 
 /*
@@ -614,6 +620,7 @@ static long walk_cb(__u64 i, void *data)
 		return 1;
 	}
 	if (!read_head(w, frame, &at)) {
+		st->flags |= CT_PYS_CUT;
 		w->s->frame = 0;
 		return 1;
 	}
@@ -646,14 +653,14 @@ static long walk_cb(__u64 i, void *data)
 		fresh = false;
 		if (!memo_find(w->s, code, &ident)) {
 			fresh = read_span(pp, code, span);
-			ident = fresh ? code_ident(w, span) : 0;
+			ident = fresh ? code_ident(w, span) : CT_PY_IDENT_UNREAD;
 			if (fresh)
 				memo_add(w->s, code, ident);
 			else
 				w->s->unknown = true; /* unreadable: nothing to check it by */
 		}
 		flags = kv ? kv->flags : 0;
-		if (!kv || !code_matches(w, kv, span, fresh, ident))
+		if (!kv || ident == CT_PY_IDENT_UNREAD || !code_matches(w, kv, span, fresh, ident))
 			w->s->unknown = true;
 	}
 	fr->ident = ident;

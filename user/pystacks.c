@@ -507,7 +507,10 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_hdr 
 	path = out->path;
 	stack = out->stack;
 	c = &out->call;
-	if (!st || !p->has_python || !n)
+	if (!st || !p->has_python)
+		return -1;
+	st->counts.stacks_cut += !!(py->flags & CT_PYS_CUT);
+	if (!n)
 		return -1;
 	st->counts.stacks++;
 	known = py->flags & CT_PYS_KNOWN;
@@ -690,7 +693,7 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_hdr 
 	}
 	c->root_class = npath && path[0].type == CT_NODE_MODULE ? p->root_class : NULL;
 	c->phase = backward ? CT_PHASE_BACKWARD : CT_PHASE_FORWARD;
-	c->truncated = py->flags & CT_PYS_TRUNCATED;
+	c->truncated = py->flags & (CT_PYS_TRUNCATED | CT_PYS_CUT);
 	c->path = path;
 	c->npath = npath;
 	c->stack = stack;
@@ -754,5 +757,6 @@ const struct ct_py_counts *ct_py_counts(const struct ct_session *s)
 	s->py->counts.frames_late = st.checked_misses;
 	s->py->counts.unverifiable = st.unverifiable;
 	s->py->counts.frames_reused = st.reused;
+	s->py->counts.frames_unreadable = st.unread;
 	return &s->py->counts;
 }

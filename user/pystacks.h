@@ -81,8 +81,10 @@ struct ct_py_counts {
 	uint64_t
 	    unverifiable; /* code objects BPF could not tell from a reuse (their stacks wake) */
 	uint64_t frames_reused;	    /* unresolved: the code object's address was reused meanwhile */
+	uint64_t frames_unreadable; /* unresolved: BPF could not read the code object at capture */
 	uint64_t frames_unresolved; /* code objects unreadable: the process had exited */
 	uint64_t names_by_class;    /* module frames named by their class, not their attribute */
+	uint64_t stacks_cut;	    /* a frame unreadable at the call: those further out missing */
 };
 
 const struct ct_py_counts *ct_py_counts(const struct ct_session *s);

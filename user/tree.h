@@ -82,7 +82,7 @@ struct ct_tree_call {
 	const char *function; /* library function */
 	const char *kind;     /* all_reduce, … */
 	uint8_t phase;
-	bool truncated;	    /* the stack was deeper than the walker's limit */
+	bool truncated;	    /* the stack was deeper than the walker's limit, or cut there */
 	bool under_open;    /* --ops: under the thread's open node, path ignored */
 	bool beside;	    /* --ops: at its path, leaving the thread's open path as it is */
 	int32_t group_size; /* -1 when unknown */

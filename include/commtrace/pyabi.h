@@ -145,6 +145,14 @@ struct ct_pyproc_bpf {
 	 : (len) > 0 && (len) < 8 ? ((chars8) & ((1ull << (8 * (len))) - 1)) ^ (__u64)(len)        \
 				  : 0)
 
+/*
+ * struct ct_pyframe_raw.ident of a frame whose code object (or its name) BPF could not read
+ * at capture: which object ran is not known, so what is at the address later is not named.
+ * No ident takes this value: a hash is never -1, a version fits 32 bits, and an ASCII
+ * name's characters leave the top bit of each byte clear.
+ */
+#define CT_PY_IDENT_UNREAD (~0ull)
+
 struct ct_pycode_key {
 	__u32 tgid;
 	__u32 pad;
@@ -225,7 +233,8 @@ struct ct_pyframe_raw {
 		      * a cell's content where a closure captured it (3.11+: MAKE_CELL) */
 	__u64 arg1;  /* localsplus[1]: the op of OpDispatcher.dispatch / __torch_function__ */
 	__u64 arg2;  /* localsplus[2]: redistribute_local_tensor's target spec */
-	__u64 ident; /* which code object: co_version (3.12+), else co_name's hash; 0: unknown */
+	__u64 ident; /* which code object: co_version (3.12+), else co_name's ident; 0: none to
+		      * check by; CT_PY_IDENT_UNREAD: unreadable at capture */
 };
 
 #define CT_PYS_PYTHON	 (1u << 0) /* the process runs CPython */
@@ -233,6 +242,7 @@ struct ct_pyframe_raw {
 #define CT_PYS_TRUNCATED (1u << 2) /* deeper than CT_PY_MAX_FRAMES: outermost frames cut */
 #define CT_PYS_KNOWN	 (1u << 3) /* every code object known and checked (struct ct_pycode_val) */
 #define CT_PYS_HELPER	 (1u << 4) /* helper: the outermost helper frame's tensor, described */
+#define CT_PYS_CUT	 (1u << 5) /* a frame could not be read: those further out are missing */
 
 /*
  * A stack with a code object not known yet (not CT_PYS_KNOWN) is resolved by user space,

@@ -440,6 +440,43 @@ static void check_interpreter(const char *label, const char *python, int minor,
 		}
 	}
 	/*
+	 * Frames as BPF sends them, each with which object it ran (its ident): the object at
+	 * the address now is named only where it is that one; another object's ident, or one
+	 * BPF could not read at the call (CT_PY_IDENT_UNREAD), leaves the frame unnamed,
+	 * counted.
+	 */
+	{
+		struct ct_pysym_cache *rc_cache = ct_pysym_cache_new(16);
+		struct ct_pyframe_raw raw[4] = {{.code = f.code[0]}, {.code = f.code[1]}};
+		struct ct_pyframe outs[4];
+		int rcs[4];
+
+		if (ASSERT_NOT_NULL(rc_cache, "ident cache") &&
+		    ASSERT_OK(ct_py_symbolize(rc_cache, f.pid, &p->offsets, f.code[0], 0, &fr),
+			      "ident: first read")) {
+			raw[0].ident = fr.known.ident;
+			raw[1].ident = CT_PY_IDENT_UNREAD;
+			raw[2] = raw[0];
+			raw[2].ident = fr.known.ident ^ 1; /* another object's */
+			raw[3] = raw[0];
+			raw[3].ident = 0; /* nothing to check by: named */
+			ct_py_symbolize_many(rc_cache, f.pid, &p->offsets, raw, 4, false, outs,
+					     rcs);
+			ASSERT_NEQ(fr.known.ident, 0, "the code object has an ident");
+			ASSERT_OK(rcs[0], "ident: its own");
+			ASSERT_STREQ(outs[0].qualname,
+				     minor == 10 ? pysym_names310[0] : pysym_qualnames[0],
+				     "ident: named");
+			ASSERT_EQ(rcs[1], -ESTALE, "ident: unreadable at the call");
+			ASSERT_EQ(rcs[2], -ESTALE, "ident: another object's");
+			ASSERT_OK(rcs[3], "ident: none");
+			ct_pysym_cache_stats(rc_cache, &st);
+			ASSERT_EQ(st.unread, 1, "unread counted");
+			ASSERT_EQ(st.reused, 1, "reused counted");
+		}
+		ct_pysym_cache_free(rc_cache);
+	}
+	/*
 	 * ct_py_symbolize_since: while the deaths count is the one of its last read, a code
 	 * object is named from the cache without reading the process (here: gone by then).
 	 */

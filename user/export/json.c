@@ -522,9 +522,12 @@ int ct_export_json(struct ct_session *s, const char *path)
 		cJSON_AddItemToObject(drops, "python_frames_unresolved",
 				      u64(c ? c->frames_unresolved : 0));
 		cJSON_AddItemToObject(drops, "python_frames_reused", u64(c ? c->frames_reused : 0));
+		cJSON_AddItemToObject(drops, "python_frames_unreadable",
+				      u64(c ? c->frames_unreadable : 0));
 		/* stacks whose outermost frames were sent as their thread's last ones, which
 		 * were not known here: their calls have no stack */
 		cJSON_AddItemToObject(drops, "python_stacks_lost", u64(s->stacks_lost));
+		cJSON_AddItemToObject(drops, "python_stacks_cut", u64(c ? c->stacks_cut : 0));
 		cJSON_AddItemToObject(drops, "module_names_by_class",
 				      u64(c ? c->names_by_class : 0));
 		cJSON_AddItemToObject(root, "python_stacks", u64(c ? c->stacks : 0));

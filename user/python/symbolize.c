@@ -705,6 +705,11 @@ static int symbolize_hdr(struct ct_pysym_cache *c, pid_t pid, const struct ct_py
 	int32_t idx;
 	int err;
 
+	/* BPF could not read the code object the frame ran: the one there now may be another */
+	if (ident == CT_PY_IDENT_UNREAD) {
+		c->st.unread++;
+		return -ESTALE;
+	}
 	idx = lookup(c, pid, code);
 	if (idx >= 0) {
 		e = &c->e[idx];

@@ -46,6 +46,7 @@ struct ct_pysym_stats {
 	uint64_t checked_misses; /* such frames no longer cached: read from the process */
 	uint64_t unverifiable;	 /* code objects with nothing to check them by in BPF */
 	uint64_t reused; /* frames whose code object was freed and its address reused since */
+	uint64_t unread; /* frames whose code object BPF could not read at capture */
 };
 
 struct ct_pysym_cache;
