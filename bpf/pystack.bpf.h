@@ -290,31 +290,46 @@ struct {
 	__type(value, struct frame_win);
 } framewin SEC(".maps");
 
+/* The frame fields walk_cb loads (struct walk.wi) */
+enum ct_wi { CT_WI_PREV, CT_WI_CODE, CT_WI_INSTR, CT_WI_SELF, CT_WI_ARG1, CT_WI_ARG2, CT_WI_N = 8 };
+#define CT_WI_OUT 0xff
+
 struct walk {
 	const struct ct_pyproc_bpf *pp;
-	const struct ct_py_offsets *o;
 	struct ct_pystack *st;
 	struct walk_state *s;
 	struct frame_win *win;
 	struct code_cache *cc;
 	struct last_codes *lc;
-	__u64 cell_type, sp; /* sp: the C stack pointer at the probe */
-	__u64 gen;	     /* ct_code_gen when the walk began */
+	__u64 sp;  /* the C stack pointer at the probe */
+	__u64 gen; /* ct_code_gen when the walk began */
 	__u32 tgid;
 	__u32 last_n;	 /* frames of the last stack st holds, compared with as they are replaced */
 	__u32 last_held; /* of them, those lc describes (0: lc is another moment's) */
+	/* the frame fields' words in its head (CT_WI_OUT: past it, or not 8-aligned), worked
+	 * out once a walk rather than at each load */
+	__u8 wi[CT_WI_N];
 };
 
-/*
- * A field of the frame whose head is at word `at` of the windows: a load of a word (the
- * frame's pointers are 8-aligned; a copy of the head, then bytes assembled into each field,
- * were 170 instructions a frame). A field past the head (3.10's f_localsplus at 352) is
- * read on its own.
- */
-static __always_inline __u64 head_u64(const struct walk *w, __u32 at, __u64 frame, __u16 off)
+/* A field's word in the frame's head, or CT_WI_OUT. */
+static __always_inline __u8 head_wi(__u16 off)
 {
-	if (off <= CT_FRAME_HEAD - 8 && !(off & 7))
-		return w->win->word[(at + off / 8) & (CT_WIN_WORDS - 1)];
+	return off <= CT_FRAME_HEAD - 8 && !(off & 7) ? off / 8 : CT_WI_OUT;
+}
+
+/*
+ * Field wi (enum ct_wi; at offset off) of the frame whose head is at word `at` of the
+ * windows: a load of a word (the frame's pointers are 8-aligned; a copy of the head, then
+ * bytes assembled into each field, were 170 instructions a frame). A field past the head
+ * (3.10's f_localsplus at 352) is read on its own.
+ */
+static __always_inline __u64 head_u64(const struct walk *w, __u32 at, __u64 frame, __u32 wi,
+				      __u16 off)
+{
+	__u8 k = w->wi[wi & (CT_WI_N - 1)];
+
+	if (k != CT_WI_OUT)
+		return w->win->word[(at + k) & (CT_WIN_WORDS - 1)];
 	return rd64(frame + off);
 }
 
@@ -467,7 +482,7 @@ static __always_inline bool read_span(const struct ct_pyproc_bpf *pp, __u64 code
  */
 static __always_inline __u64 code_ident(struct walk *w, const __u8 *buf)
 {
-	const struct ct_py_offsets *o = w->o;
+	const struct ct_py_offsets *o = &w->pp->off;
 	__u16 lo = w->pp->code_lo;
 	__u32 ver = 0, state = 0;
 	__u64 h = 0, name, chars = 0;
@@ -503,7 +518,7 @@ static __always_inline __u64 code_ident(struct walk *w, const __u8 *buf)
 static __always_inline bool code_matches(struct walk *w, const struct ct_pycode_val *v,
 					 const __u8 *buf, bool fresh, __u64 ident)
 {
-	const struct ct_py_offsets *o = w->o;
+	const struct ct_py_offsets *o = &w->pp->off;
 	__u16 lo = w->pp->code_lo, name;
 	__u32 first = 0;
 
@@ -601,7 +616,7 @@ __noinline int ct_frame_store(struct ct_pystack *st, const struct ct_pyframe_raw
 static long walk_cb(__u64 i, void *data)
 {
 	struct walk *w = data;
-	const struct ct_py_offsets *o = w->o;
+	const struct ct_py_offsets *o = &w->pp->off;
 	struct ct_pystack *st = w->st;
 	__u64 frame = w->s->frame;
 	__u8 *span = w->s->span;
@@ -624,19 +639,19 @@ static long walk_cb(__u64 i, void *data)
 		w->s->frame = 0;
 		return 1;
 	}
-	w->s->frame = head_u64(w, at, frame, o->frame_previous);
+	w->s->frame = head_u64(w, at, frame, CT_WI_PREV, o->frame_previous);
 	/* 3.12+: a shim frame on the C stack carries no Python code. */
 	if (o->frame_owner < CT_FRAME_HEAD && head_u8(w, at, o->frame_owner) == o->owner_cstack)
 		return 0;
 	n &= CT_PY_MAX_FRAMES - 1;
-	code = head_u64(w, at, frame, o->frame_code);
+	code = head_u64(w, at, frame, CT_WI_CODE, o->frame_code);
 	fr->code = code;
-	fr->instr = head_u64(w, at, frame, o->frame_instr);
+	fr->instr = head_u64(w, at, frame, CT_WI_INSTR, o->frame_instr);
 	if (o->instr_is_index) /* 3.10: an int */
 		fr->instr = (__u64)(__s64)(__s32)fr->instr;
-	self = head_u64(w, at, frame, o->frame_localsplus);
-	fr->arg1 = head_u64(w, at, frame, o->frame_localsplus + 8);
-	fr->arg2 = head_u64(w, at, frame, o->frame_localsplus + 16);
+	self = head_u64(w, at, frame, CT_WI_SELF, o->frame_localsplus);
+	fr->arg1 = head_u64(w, at, frame, CT_WI_ARG1, o->frame_localsplus + 8);
+	fr->arg2 = head_u64(w, at, frame, CT_WI_ARG2, o->frame_localsplus + 16);
 	st->nframes = n + 1;
 	if (n < w->last_held && (w->lc->flags[n] & CT_PYC_HELD) && st->frames[n].code == code &&
 	    !w->s->unknown) {
@@ -671,7 +686,7 @@ static long walk_cb(__u64 i, void *data)
 	/* Read now: the cell dies with the call (torch 2.x's Module._call_impl has one). Not
 	 * for a known code object whose first local names nothing, or is never a cell. */
 	if (!known || (flags & (CT_PYC_SELF | CT_PYC_PLAIN)) == CT_PYC_SELF)
-		self = uncell(self, o->object_type, w->cell_type);
+		self = uncell(self, o->object_type, pp->cell_type);
 	/* A known code object whose locals name nothing (no CT_PYC_SELF: user space reads none
 	 * of them) has them sent as 0: a loop's counter does not make the frames of its stacks
 	 * differ from one call to the next (bpf/stackshare.bpf.h). */
@@ -748,8 +763,12 @@ static __always_inline __u32 walk_python(__u32 tgid, __u32 tid, __u64 sp, struct
 	if (pp->off.cframe_current_frame != CT_PY_NONE)
 		frame = rd64(frame + pp->off.cframe_current_frame);
 	w.pp = pp;
-	w.o = &pp->off;
-	w.cell_type = pp->cell_type;
+	w.wi[CT_WI_PREV] = head_wi(pp->off.frame_previous);
+	w.wi[CT_WI_CODE] = head_wi(pp->off.frame_code);
+	w.wi[CT_WI_INSTR] = head_wi(pp->off.frame_instr);
+	w.wi[CT_WI_SELF] = head_wi(pp->off.frame_localsplus);
+	w.wi[CT_WI_ARG1] = head_wi(pp->off.frame_localsplus + 8);
+	w.wi[CT_WI_ARG2] = head_wi(pp->off.frame_localsplus + 16);
 	w.st = st;
 	w.last_n = last_n;
 	__builtin_memset(w.s, 0, sizeof(*w.s));
