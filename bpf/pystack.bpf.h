@@ -649,9 +649,6 @@ static long walk_cb(__u64 i, void *data)
 	fr->instr = head_u64(w, at, frame, CT_WI_INSTR, o->frame_instr);
 	if (o->instr_is_index) /* 3.10: an int */
 		fr->instr = (__u64)(__s64)(__s32)fr->instr;
-	self = head_u64(w, at, frame, CT_WI_SELF, o->frame_localsplus);
-	fr->arg1 = head_u64(w, at, frame, CT_WI_ARG1, o->frame_localsplus + 8);
-	fr->arg2 = head_u64(w, at, frame, CT_WI_ARG2, o->frame_localsplus + 16);
 	st->nframes = n + 1;
 	if (n < w->last_held && (w->lc->flags[n] & CT_PYC_HELD) && st->frames[n].code == code &&
 	    !w->s->unknown) {
@@ -683,15 +680,20 @@ static long walk_cb(__u64 i, void *data)
 	if ((flags & (CT_PYC_HELPER | CT_PYC_OPCALL)) && !pp->vals.ti_dtype)
 		w->s->unknown = true;
 	known = !w->s->unknown;
-	/* Read now: the cell dies with the call (torch 2.x's Module._call_impl has one). Not
-	 * for a known code object whose first local names nothing, or is never a cell. */
-	if (!known || (flags & (CT_PYC_SELF | CT_PYC_PLAIN)) == CT_PYC_SELF)
-		self = uncell(self, o->object_type, pp->cell_type);
 	/* A known code object whose locals name nothing (no CT_PYC_SELF: user space reads none
-	 * of them) has them sent as 0: a loop's counter does not make the frames of its stacks
-	 * differ from one call to the next (bpf/stackshare.bpf.h). */
-	if (known && !(flags & CT_PYC_SELF))
+	 * of them) has them sent as 0, not even loaded: a loop's counter does not make the
+	 * frames of its stacks differ from one call to the next (bpf/stackshare.bpf.h). */
+	if (known && !(flags & CT_PYC_SELF)) {
 		self = fr->arg1 = fr->arg2 = 0;
+	} else {
+		self = head_u64(w, at, frame, CT_WI_SELF, o->frame_localsplus);
+		fr->arg1 = head_u64(w, at, frame, CT_WI_ARG1, o->frame_localsplus + 8);
+		fr->arg2 = head_u64(w, at, frame, CT_WI_ARG2, o->frame_localsplus + 16);
+		/* Read now: the cell dies with the call (torch 2.x's Module._call_impl has
+		 * one). Not for a known code object whose first local is never a cell. */
+		if (!known || !(flags & CT_PYC_PLAIN))
+			self = uncell(self, o->object_type, pp->cell_type);
+	}
 	fr->self = self;
 	if (ct_frame_store(st, fr, n, w->last_n))
 		w->s->differ = n + 1;
