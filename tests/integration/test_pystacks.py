@@ -284,6 +284,9 @@ def test_stacks_every_python(bpf, mpi_available, reaper, start_tracer, tmp_path,
     js, pid, ledger, tr = run_pystack(reaper, start_tracer, tmp_path, python,
                                       "--threads", 2, "--calls", 3)
     assert not any("without Python stacks" in l for l in tr.stderr_lines()), tr.describe()
+    # every frame of a live process is readable: no stack cut short, no frame left unnamed
+    assert js["drops"]["python_stacks_cut"] == 0
+    assert js["drops"]["python_frames_unreadable"] == 0
     dbg = debug_of(js, pid)
     assert dbg["comm_counts"] == {"MPI_Barrier": 6}
     colls = [r for _, r in flatten(dbg["records"]) if r["type"] == "collective"]
@@ -439,3 +442,4 @@ def test_deep_recursion_truncated(bpf, mpi_available, reaper, start_tracer, tmp_
     for r in colls:
         assert r["stack_truncated"] is truncated
         assert [f["qualname"] for f in r["stack"][:3]] == ["Worker.step", "deep", "deep"]
+    assert js["drops"]["python_stacks_cut"] == 0, "cut at the 512-frame cap, not at a bad read"
