@@ -383,13 +383,13 @@ def test_reused_code_objects_never_misnamed(bpf, mpi_available, reaper, start_tr
     colls = sorted((r for _, r in flatten(debug_of(js, pid)["records"])
                     if r["type"] == "collective"), key=lambda r: r["ts_ns"])
     assert len(colls) == n
-    missing, unnamed = 0, []
+    unnamed = []
     for (name, _), r in zip(made, colls):
         frames = [f["qualname"] for f in r["stack"] if f["qualname"].startswith("made_")]
         assert frames in ([name], []), f"the call from {name} named {frames}"
-        missing += not frames
         if not frames:
             unnamed.append((name, [f["qualname"] for f in r["stack"]]))
+    missing = len(unnamed)
     assert missing < n, "every made function unnamed"
     # each one unnamed is counted: the reader came after its code object was freed
     assert js["drops"]["python_frames_unresolved"] == missing, \

@@ -705,11 +705,6 @@ static int symbolize_hdr(struct ct_pysym_cache *c, pid_t pid, const struct ct_py
 	int32_t idx;
 	int err;
 
-	/* BPF could not read the code object the frame ran: the one there now may be another */
-	if (ident == CT_PY_IDENT_UNREAD) {
-		c->st.unread++;
-		return -ESTALE;
-	}
 	idx = lookup(c, pid, code);
 	if (idx >= 0) {
 		e = &c->e[idx];
@@ -815,8 +810,18 @@ void ct_py_symbolize_many(struct ct_pysym_cache *c, pid_t pid, const struct ct_p
 		n = CT_PY_MAX_FRAMES;
 	/* One process_vm_readv for the heads of every frame's code object not checked. */
 	for (int i = 0; i < n; i++) {
-		int32_t hit = checked && raw[i].code ? lookup(c, pid, raw[i].code) : -1;
+		int32_t hit;
 
+		if (raw[i].ident == CT_PY_IDENT_UNREAD) {
+			/* BPF could not read the code object the frame ran: the one there now
+			 * may be another. Not read at all. */
+			memset(&out[i], 0, sizeof(out[i]));
+			out[i].line = -1;
+			c->st.unread++;
+			rc[i] = -ESTALE;
+			continue;
+		}
+		hit = checked && raw[i].code ? lookup(c, pid, raw[i].code) : -1;
 		if (hit >= 0) {
 			fill_out(c, pid, o, hit, raw[i].instr, &out[i]); /* sets every field */
 			c->st.checked_hits++;
@@ -839,8 +844,8 @@ void ct_py_symbolize_many(struct ct_pysym_cache *c, pid_t pid, const struct ct_p
 	for (int i = 0, j = 0; i < n; i++) {
 		struct code_hdr h;
 
-		if (rc[i] == 0)
-			continue; /* checked in BPF at capture, found cached */
+		if (rc[i] != 1)
+			continue; /* checked in BPF at capture and found cached, or unread */
 		if (j < k && idx[j] == i && (size_t)j < done) {
 			memset(&out[i], 0, sizeof(out[i]));
 			out[i].line = -1;
