@@ -652,8 +652,15 @@ static long walk_cb(__u64 i, void *data)
 	st->nframes = n + 1;
 	if (n < w->last_held && (w->lc->flags[n] & CT_PYC_HELD) && st->frames[n].code == code &&
 	    !w->s->unknown) {
-		ident = st->frames[n].ident;
+		const struct ct_pyframe_raw *last = &st->frames[n];
+
 		flags = w->lc->flags[n];
+		/* No local of it used (every frame whose locals are read has CT_PYC_SELF), at
+		 * the same instruction: the frame held there is this one, word for word. */
+		if (!(flags & CT_PYC_SELF) && last->instr == fr->instr && !last->self &&
+		    !last->arg1 && !last->arg2)
+			return 0;
+		ident = last->ident;
 	} else if (known_code(w, code, &kv, &held)) {
 		ident = held->ident;
 		flags = held->flags;
