@@ -64,7 +64,8 @@ from pathlib import Path
 import benchstats as bs
 from benchjobs import bench_ops, bench_torch2, bench_training
 from benchproc import (LIBMPI, MPIRUN, PROGS, REPEAT, REPO, ROUNDS, TRACER, WORK, cleanup,
-                       median, number, run, traced, wait_cpu, wait_pidfile)
+                       median, number, run, settled_cpu_ns, task_cpu_ns, traced, wait_cpu,
+                       wait_pidfile)
 
 @contextlib.contextmanager
 def bpftrace_attached(program):
@@ -184,8 +185,8 @@ def attached_run(cmd, tracer_args=None, tracer_bin=None):
     """One run of a target that takes --wait-file and --hold-file (pystack_mpi.py), with the
     tracer (tracer_bin, else this build's) attached by pid first unless tracer_args is None.
     Returns the target's ns_per_call, cpu_s and frames a stack, the tracer's CPU time (whole
-    run, attach included) and, from bpf_stats, ns per run of each BPF program over the
-    calls."""
+    run, attach included; and over the calls alone, until its reader caught up) and, from
+    bpf_stats, ns per run of each BPF program over the calls."""
     tmp = Path(tempfile.mkdtemp(prefix="ct-bench-"))
     go, hold = tmp / "go", tmp / "hold"
     target = subprocess.Popen([*map(str, cmd), "--wait-file", str(go), "--hold-file", str(hold)],
@@ -200,6 +201,7 @@ def attached_run(cmd, tracer_args=None, tracer_bin=None):
                 if line.startswith("attached:"):
                     break
             before = bpf_prog_stats()
+            tracer_ns = task_cpu_ns(tracer.pid)
         go.touch()
         text = ""
         for line in target.stdout:
@@ -209,6 +211,7 @@ def attached_run(cmd, tracer_args=None, tracer_bin=None):
         out = {"ns_per_call": number(text, "ns_per_call"), "cpu_s": number(text, "cpu_s"),
                "frames": number(text, "frames")}
         if tracer:
+            out["tracer_calls_cpu_s"] = (settled_cpu_ns(tracer.pid) - tracer_ns) / 1e9
             after = bpf_prog_stats()
             for name, (runs, ns) in after.items():
                 r0, n0 = before.get(name, (0, 0))
@@ -226,19 +229,22 @@ def attached_run(cmd, tracer_args=None, tracer_bin=None):
 
 def cpu_table(title, calls, res, base="untraced"):
     """Per configuration: wall ns per call (median), the target's CPU ns per call and the
-    tracer's CPU per run (means, 95 % intervals), the BPF programs' ns per run."""
+    tracer's CPU per run (means, 95 % intervals), the tracer's CPU over the calls alone per
+    call (mean), the BPF programs' ns per run."""
     print(f"\n{title}")
     print(f"  {'configuration':<24} {'wall ns/call':>12} {'target CPU ns/call [95% CI]':>32} "
-          f"{'tracer CPU s/run':>17} {'BPF entry/return ns':>20}")
+          f"{'tracer CPU s/run':>17} {'ns/call':>8} {'BPF entry/return ns':>20}")
     for name, runs in res.items():
         cpu = [r["cpu_s"] * 1e9 / calls for r in runs]
         ci = bs.bootstrap(bs.mean, cpu)
         tr = [r["tracer_cpu_s"] for r in runs if "tracer_cpu_s" in r]
+        trc = [r["tracer_calls_cpu_s"] * 1e9 / calls for r in runs if "tracer_calls_cpu_s" in r]
         bpf = [(r.get("bpf_ct_entry"), r.get("bpf_ct_exit")) for r in runs if "bpf_ct_entry" in r]
         bpf_s = (f"{statistics.median(b[0] for b in bpf):,.0f} / "
                  f"{statistics.median(b[1] for b in bpf):,.0f}") if bpf else "-"
         print(f"  {name:<24} {statistics.median(r['ns_per_call'] for r in runs):>12,.0f} "
-              f"{bs.fmt(ci, digits=0):>32} {statistics.mean(tr) if tr else 0:>17.2f} {bpf_s:>20}")
+              f"{bs.fmt(ci, digits=0):>32} {statistics.mean(tr) if tr else 0:>17.2f} "
+              f"{statistics.mean(trc) if trc else 0:>8,.0f} {bpf_s:>20}")
     ref = [r["cpu_s"] * 1e9 / calls for r in res[base]]
     for name, runs in res.items():
         if name == base:

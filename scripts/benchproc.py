@@ -61,6 +61,31 @@ def wait_cpu(p):
     return ru.ru_utime + ru.ru_stime
 
 
+def task_cpu_ns(pid):
+    """The CPU time of every thread of pid so far, in ns (/proc schedstat: exact, where
+    getrusage is in ticks)."""
+    total = 0
+    for t in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((t / "schedstat").read_text().split()[0])
+        except (OSError, IndexError, ValueError):
+            pass  # a thread gone meanwhile
+    return total
+
+
+def settled_cpu_ns(pid, quiet=0.1, limit=3.0):
+    """task_cpu_ns(pid) once it has not moved for `quiet` seconds (the reader caught up),
+    or after `limit` seconds."""
+    last, end = task_cpu_ns(pid), time.monotonic() + limit
+    while time.monotonic() < end:
+        time.sleep(quiet)
+        now = task_cpu_ns(pid)
+        if now == last:
+            break
+        last = now
+    return last
+
+
 def wait_pidfile(path, proc, what):
     """The pid a --wait-file target wrote to path, once it has."""
     while not (path.exists() and path.read_text().endswith("\n")):

@@ -235,7 +235,7 @@ static const char *short_func(const char *qualname)
 /* A frame named by its code (a helper's, or an op's by rule): interned. */
 static const char *frame_name(const struct ct_rule *r, const struct ct_pyframe *f)
 {
-	return r->name_from == CT_NAME_QUALNAME ? f->iqualname : ct_intern(short_func(f->qualname));
+	return r->name_from == CT_NAME_QUALNAME ? f->qualname : ct_intern(short_func(f->qualname));
 }
 
 /*
@@ -381,7 +381,7 @@ static const char *graph_name(const struct ct_pyframe *inner, int rc)
 	char buf[256];
 	const char *base, *dot;
 
-	if (rc || !inner->filename[0])
+	if (rc || !inner->filename || !inner->filename[0])
 		return ct_intern("?");
 	base = strrchr(inner->filename, '/');
 	base = base ? base + 1 : inner->filename;
@@ -535,8 +535,8 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_hdr 
 			continue;
 		}
 		if (i < CT_TREE_MAX_STACK) {
-			stack[i].qualname = f->iqualname;
-			stack[i].file = f->ifilename;
+			stack[i].qualname = f->qualname;
+			stack[i].file = f->filename;
 			stack[i].line = f->line;
 			if (i + 1 > nstack)
 				nstack = i + 1;

@@ -662,13 +662,8 @@ static void fill_out(struct ct_pysym_cache *c, pid_t pid, const struct ct_py_off
 		e->iqualname = ct_intern(e->qualname);
 		e->ifilename = ct_intern(e->filename);
 	}
-	_Static_assert(sizeof(out->qualname) == sizeof(e->qualname) &&
-			   sizeof(out->filename) == sizeof(e->filename),
-		       "whole names");
-	memcpy(out->qualname, e->qualname, sizeof(out->qualname));
-	memcpy(out->filename, e->filename, sizeof(out->filename));
-	out->iqualname = e->iqualname;
-	out->ifilename = e->ifilename;
+	out->qualname = e->iqualname;
+	out->filename = e->ifilename;
 	out->firstlineno = e->firstlineno;
 	if (!e->last_ok || e->last_instr != instr) {
 		e->last_line = ct_py_linetable_line(o->minor, e->lt, e->lt_len, e->firstlineno,

@@ -23,13 +23,16 @@
 #define CT_PY_LINETABLE_MAX  (64 * 1024)       /* one code object's table (bigger: no line) */
 #define CT_PYSYM_LINE_BYTES  (8 * 1024 * 1024) /* all cached line tables together */
 
+/*
+ * A frame named. Its names are interned (ct_intern: they live as long as the tracer), not
+ * copied: a stack's frames are named from the cache at every call. NULL where it failed.
+ */
 struct ct_pyframe {
-	char qualname[CT_PY_NAME_MAX];	   /* co_qualname ("Outer.method"); co_name on 3.10 */
-	char filename[CT_PY_FILE_MAX];	   /* co_filename */
-	int firstlineno;		   /* co_firstlineno */
-	int line;			   /* line being executed, -1 if unknown */
-	const char *iqualname, *ifilename; /* the same, interned (ct_intern) */
-	struct ct_pycode_val known;	   /* what the entry was validated by (flags 0), for BPF */
+	const char *qualname;	    /* co_qualname ("Outer.method"); co_name on 3.10 */
+	const char *filename;	    /* co_filename */
+	int firstlineno;	    /* co_firstlineno */
+	int line;		    /* line being executed, -1 if unknown */
+	struct ct_pycode_val known; /* what the entry was validated by (flags 0), for BPF */
 	uint8_t fresh; /* the first time this entry is handed out: tell BPF it is known */
 	/* its first local is neither a cell nor a free variable (3.11+'s kind byte): the object
 	 * itself, which BPF then takes as it is, without a read to look inside a cell */
