@@ -110,7 +110,7 @@ static int rule_of(struct ct_session *s, struct ct_proc *p, uint64_t code, struc
 						      ct_pys_code_deaths(s), f)
 			      : ct_py_symbolize(st->sym, p->pid, &p->py.offsets, code, 0, f);
 
-	*r = rc ? NULL : ct_pys_role_of(st, p->pid, code, f);
+	*r = rc ? NULL : ct_pys_role_of(st, f);
 	return rc;
 }
 

@@ -201,28 +201,33 @@ int ct_py_attach_proc(struct ct_session *s, struct ct_proc *p)
 	return 0;
 }
 
-static const struct role_slot *role_slot_of(struct ct_pystate *st, pid_t pid, uint64_t code,
-					    const struct ct_pyframe *f)
+static const struct role_slot *role_slot_of(struct ct_pystate *st, const struct ct_pyframe *f)
 {
-	struct role_slot *r = &st->roles[ct_hash_mix(code, (uint64_t)pid) % ROLE_CACHE];
+	size_t set = ct_hash_mix((uintptr_t)f->qualname, (uintptr_t)f->filename) %
+		     (ROLE_CACHE / ROLE_WAYS) * ROLE_WAYS;
+	struct role_slot *r = &st->roles[set], *victim = r;
 	const char *dot;
 
-	/* The symbolizer validated the code object; a stale slot is just recomputed. */
-	if (r->valid && r->pid == pid && r->code == code)
-		return r;
-	r->pid = pid;
-	r->code = code;
-	r->rule = ct_profiles_match(&st->profiles, f->qualname, f->filename);
+	for (int i = 0; i < ROLE_WAYS; i++) {
+		if (r[i].qualname == f->qualname && r[i].file == f->filename && r[i].qualname) {
+			r[i].used = ++st->role_clock;
+			return &r[i];
+		}
+		if (r[i].used < victim->used)
+			victim = &r[i];
+	}
+	victim->qualname = f->qualname;
+	victim->file = f->filename;
+	victim->rule = ct_profiles_match(&st->profiles, f->qualname, f->filename);
 	dot = strrchr(f->qualname, '.');
-	r->op = ct_profiles_op_name(dot ? dot + 1 : f->qualname, f->filename);
-	r->valid = 1;
-	return r;
+	victim->op = ct_profiles_op_name(dot ? dot + 1 : f->qualname, f->filename);
+	victim->used = ++st->role_clock;
+	return victim;
 }
 
-const struct ct_rule *ct_pys_role_of(struct ct_pystate *st, pid_t pid, uint64_t code,
-				     const struct ct_pyframe *f)
+const struct ct_rule *ct_pys_role_of(struct ct_pystate *st, const struct ct_pyframe *f)
 {
-	return role_slot_of(st, pid, code, f)->rule;
+	return role_slot_of(st, f)->rule;
 }
 
 static const char *short_func(const char *qualname)
@@ -541,7 +546,7 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_hdr 
 			if (i + 1 > nstack)
 				nstack = i + 1;
 		}
-		rs = role_slot_of(st, p->pid, raw->code, f);
+		rs = role_slot_of(st, f);
 		if (f->fresh)
 			ct_pys_tell_known(s, p, raw->code, f, rs->rule);
 		if (rs->op)

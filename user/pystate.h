@@ -16,15 +16,19 @@
 
 struct ct_torch_layout;
 
-/* Which rule a code object matched: looked up once per code object, not per event. */
+/*
+ * Which rule a frame's names matched and the op they name: matched once per name and file,
+ * not per event. Keyed by the interned names themselves, so never stale when a code
+ * object's address is reused. Sets of ROLE_WAYS slots, the least recently used replaced.
+ */
 #define ROLE_CACHE 4096
+#define ROLE_WAYS  4
 
 struct role_slot {
-	pid_t pid;
-	uint64_t code;
-	const struct ct_rule *rule; /* NULL: no role */
-	const char *op;		    /* the op a torch collective API dispatches, or NULL */
-	int valid;
+	const char *qualname, *file; /* interned (ct_pyframe); NULL: empty */
+	const struct ct_rule *rule;  /* NULL: no role */
+	const char *op;		     /* the op a torch collective API dispatches, or NULL */
+	uint64_t used;
 };
 
 /* Names of objects (modules in their parent, ops), by (pid, parent, object): sets of
@@ -58,6 +62,7 @@ struct ct_pystate {
 	struct ct_pysym_cache *sym;
 	struct ct_profiles profiles;
 	struct role_slot roles[ROLE_CACHE];
+	uint64_t role_clock;
 	struct name_slot names[NAME_CACHE];
 	uint64_t name_clock;
 	struct wrap_slot wraps[WRAP_CACHE];
@@ -102,9 +107,8 @@ struct ct_pyops {
 	struct ct_py_resolved stack; /* an op's stack, resolved */
 };
 
-/* The rule a code object (symbolized as f) matched, or NULL; cached by code object. */
-const struct ct_rule *ct_pys_role_of(struct ct_pystate *st, pid_t pid, uint64_t code,
-				     const struct ct_pyframe *f);
+/* The rule a frame (symbolized as f) matched, or NULL; cached by its names. */
+const struct ct_rule *ct_pys_role_of(struct ct_pystate *st, const struct ct_pyframe *f);
 uint8_t ct_pys_node_type(const struct ct_rule *r);
 /* The display name of a module/op/redistribute frame, by its rule (a module's: its FQN). */
 const char *ct_pys_node_name(struct ct_pystate *st, struct ct_proc *p, const struct ct_rule *r,
