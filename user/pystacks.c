@@ -18,6 +18,7 @@
 #include "pystate.h"
 #include "commtrace/pyoffsets.h"
 #include "python/autograd.h"
+#include "python/lastnamed.h"
 #include "python/objects.h"
 #include "python/opvals.h"
 #include "python/params.h"
@@ -503,7 +504,9 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_hdr 
 	const char *op = NULL;
 	uint64_t helper_arg = 0, opcall_args = 0;
 	const struct ct_op_val *seen;
-	int ndim, opcall_frame = 0;
+	int ndim, opcall_frame = 0, repeated;
+	const struct ct_pyframe *named;
+	const int *named_rc;
 	const struct ct_pyframe_raw *reshard = NULL;
 	const struct ct_pyframe *reshard_f = NULL;
 	const struct ct_rule *reshard_r = NULL;
@@ -522,15 +525,23 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_hdr 
 	st->counts.stacks_known += known;
 	if (!known) /* torch imported since the process was attached */
 		ct_pys_torch_layout_to_bpf(s, p);
-	ct_py_symbolize_many(st->sym, p->pid, &p->py.offsets, py->frames, n, known, st->frames_buf,
-			     st->frames_rc);
+	repeated = ct_named_stack(&p->named_stacks, st->sym, p->pid, h->tid, &p->py.offsets,
+				  py->frames, n, known, &named, &named_rc);
+	if (repeated < 0) { /* out of memory there: named here, none repeated */
+		ct_py_symbolize_many(st->sym, p->pid, &p->py.offsets, py->frames, n, known,
+				     st->frames_buf, st->frames_rc);
+		named = st->frames_buf;
+		named_rc = st->frames_rc;
+	} else {
+		st->counts.frames_repeated += repeated;
+	}
 	/* Innermost first from BPF; the tree wants the outermost first. */
 	for (int i = n - 1; i >= 0; i--) {
 		const struct ct_pyframe_raw *raw = &py->frames[i];
-		const struct ct_pyframe *f = &st->frames_buf[i];
+		const struct ct_pyframe *f = &named[i];
 		const struct ct_rule *r;
 		const struct role_slot *rs;
-		int rc = st->frames_rc[i];
+		int rc = named_rc[i];
 
 		st->counts.frames++;
 		if (rc) {
@@ -643,8 +654,8 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_hdr 
 			if (type == CT_NODE_GRAPH) {
 				/* one node per run: its code's instruction tells the runs apart */
 				t->instr = i ? py->frames[i - 1].instr : 0;
-				t->name = graph_name(i ? &st->frames_buf[i - 1] : NULL,
-						     i ? st->frames_rc[i - 1] : -1);
+				t->name =
+				    graph_name(i ? &named[i - 1] : NULL, i ? named_rc[i - 1] : -1);
 			} else {
 				t->name = ct_pys_node_name(st, p, r, f, type, parent_module,
 							   parent_fqn, self, raw->arg1);

@@ -76,8 +76,9 @@ struct ct_py_counts {
 	uint64_t stacks_known; /* every code object checked in BPF: named from the cache */
 	uint64_t captured;     /* of those, named from objects BPF copied at the call */
 	uint64_t frames_late;  /* of those, frames no longer cached: read from the process later */
-	uint64_t known_failed; /* code objects BPF could not be told of (their stacks wake) */
-	uint64_t held;	       /* code objects BPF was told are held (CT_PYC_HELD) */
+	uint64_t frames_repeated; /* frames of those named as in the thread's last stack */
+	uint64_t known_failed;	  /* code objects BPF could not be told of (their stacks wake) */
+	uint64_t held;		  /* code objects BPF was told are held (CT_PYC_HELD) */
 	uint64_t
 	    unverifiable; /* code objects BPF could not tell from a reuse (their stacks wake) */
 	uint64_t frames_reused;	    /* unresolved: the code object's address was reused meanwhile */

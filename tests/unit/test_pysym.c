@@ -20,6 +20,7 @@
 #include "commtrace/pyoffsets.h"
 #include "python/pyproc.h"
 #include "python/linetable.h"
+#include "python/lastnamed.h"
 #include "python/symbolize.h"
 
 /* Line numbers below are asserted: keep them in step with the script. */
@@ -475,6 +476,56 @@ static void check_interpreter(const char *label, const char *python, int minor,
 			ASSERT_EQ(st.reused, 1, "reused counted");
 		}
 		ct_pysym_cache_free(rc_cache);
+	}
+	/*
+	 * A thread's stacks named in turn (python/lastnamed.h): in a stack checked in BPF, the
+	 * outermost frames that are, word for word, the thread's last stack's keep its names;
+	 * the others, and every frame of a stack not checked, are named by the symbolizer.
+	 */
+	{
+		struct ct_pysym_cache *nc = ct_pysym_cache_new(16);
+		struct ct_named_stacks *ns = NULL;
+		struct ct_pyframe_raw raw[3];
+		const struct ct_pyframe *named;
+		const int *rcs;
+
+#define NAMED(tid, from, n, checked)                                                               \
+	ct_named_stack(&ns, nc, f.pid, tid, &p->offsets, raw + (from), n, checked, &named, &rcs)
+#define NAME_OF(i) (minor == 10 ? pysym_names310[i] : pysym_qualnames[i])
+		for (int i = 0; i < 3; i++) /* innermost first */
+			raw[i] = (struct ct_pyframe_raw){.code = f.code[i]};
+		if (ASSERT_NOT_NULL(nc, "named: cache")) {
+			ASSERT_EQ(NAMED(1, 0, 3, true), 0, "named: a thread's first stack");
+			ASSERT_EQ(named[0].fresh, 1, "named: BPF is to be told of it");
+			ASSERT_EQ(NAMED(1, 0, 3, true), 3, "named: the same stack again");
+			for (int i = 0; i < 3; i++) {
+				ASSERT_OK(rcs[i], "named: repeated");
+				ASSERT_STREQ(named[i].qualname, NAME_OF(i), "named: its own name");
+				ASSERT_EQ(named[i].fresh, 0, "named: BPF was told of it before");
+			}
+			ASSERT_EQ(NAMED(2, 0, 3, true), 0, "named: another thread's first stack");
+			ASSERT_EQ(NAMED(1, 0, 3, false), 0, "named: a stack not checked in BPF");
+			raw[0].instr = 8; /* the innermost frame elsewhere */
+			ASSERT_EQ(NAMED(1, 0, 3, true), 2, "named: the innermost frame moved");
+			ASSERT_STREQ(named[0].qualname, NAME_OF(0), "named: the innermost, again");
+			ASSERT_EQ(NAMED(1, 1, 2, true), 2,
+				  "named: a shorter stack, the same outside");
+			ASSERT_STREQ(named[0].qualname, NAME_OF(1), "named: moved in");
+			ASSERT_STREQ(named[1].qualname, NAME_OF(2), "named: the outermost");
+			ASSERT_EQ(NAMED(1, 0, 3, true), 2, "named: deeper again");
+			for (int i = 0; i < 3; i++)
+				ASSERT_STREQ(named[i].qualname, NAME_OF(i), "named: moved out");
+			raw[1].ident = CT_PY_IDENT_UNREAD;
+			NAMED(1, 0, 3, true);
+			ASSERT_EQ(
+			    NAMED(1, 0, 3, true), 1,
+			    "named: a frame left unnamed is not repeated, nor what is inside it");
+			ASSERT_EQ(rcs[1], -ESTALE, "named: still unnamed");
+		}
+#undef NAME_OF
+#undef NAMED
+		ct_named_stacks_free(ns);
+		ct_pysym_cache_free(nc);
 	}
 	/*
 	 * ct_py_symbolize_since: while the deaths count is the one of its last read, a code

@@ -541,6 +541,7 @@ int ct_export_json(struct ct_session *s, const char *path)
 			cJSON *k = cJSON_CreateObject();
 
 			cJSON_AddItemToObject(k, "stacks", u64(c->stacks_known));
+			cJSON_AddItemToObject(k, "frames_repeated", u64(c->frames_repeated));
 			cJSON_AddItemToObject(k, "captured", u64(c->captured));
 			cJSON_AddItemToObject(k, "frames_read_late", u64(c->frames_late));
 			cJSON_AddItemToObject(k, "codes_not_told", u64(c->known_failed));
