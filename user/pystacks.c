@@ -18,7 +18,7 @@
 #include "pystate.h"
 #include "commtrace/pyoffsets.h"
 #include "python/autograd.h"
-#include "python/lastnamed.h"
+#include "laststack.h"
 #include "python/objects.h"
 #include "python/opvals.h"
 #include "python/params.h"
@@ -525,8 +525,8 @@ static int resolve(struct ct_session *s, struct ct_proc *p, const struct ct_hdr 
 	st->counts.stacks_known += known;
 	if (!known) /* torch imported since the process was attached */
 		ct_pys_torch_layout_to_bpf(s, p);
-	repeated = ct_named_stack(&p->named_stacks, st->sym, p->pid, h->tid, &p->py.offsets,
-				  py->frames, n, known, &named, &named_rc);
+	repeated = ct_last_stack_named(&p->last_stacks, st->sym, p->pid, h->tid, &p->py.offsets,
+				       py->frames, n, known, &named, &named_rc);
 	if (repeated < 0) { /* out of memory there: named here, none repeated */
 		ct_py_symbolize_many(st->sym, p->pid, &p->py.offsets, py->frames, n, known,
 				     st->frames_buf, st->frames_rc);

@@ -18,7 +18,6 @@
 #include "diag/diag.h"
 #include "laststack.h"
 #include "pystacks.h"
-#include "python/lastnamed.h"
 #include "python/params.h"
 #include "session.h"
 #include "target/proc.h"
@@ -696,8 +695,6 @@ void ct_proc_exited(struct ct_session *s, struct ct_proc *p, int exit_code)
 	ct_proc_detach(s, p);
 	ct_last_stacks_free(p->last_stacks); /* no call of it follows */
 	p->last_stacks = NULL;
-	ct_named_stacks_free(p->named_stacks);
-	p->named_stacks = NULL;
 }
 
 void ct_targets_proc_event(struct ct_session *s, const struct ct_proc_event *ev)
@@ -859,7 +856,6 @@ void ct_session_free(struct ct_session *s)
 		ct_tree_free(&p->tree);
 		ct_params_free(p->params);
 		ct_last_stacks_free(p->last_stacks);
-		ct_named_stacks_free(p->named_stacks);
 		free(p->ops);
 		free(p);
 	}

@@ -117,8 +117,7 @@ struct ct_proc {
 	struct ct_spec_bpf spec_layout;
 	int spec_layout_tries, dtensor_layout_tries;
 	bool code_free; /* its code objects' deallocation is probed (ct_code_free) */
-	struct ct_last_stacks *last_stacks;   /* its threads' last call stacks, or NULL */
-	struct ct_named_stacks *named_stacks; /* the same, named (python/lastnamed.h), or NULL */
+	struct ct_last_stacks *last_stacks; /* its threads' last stacks (laststack.h), or NULL */
 	/*
 	 * Each thread's calls in flight: the tree node of its outermost one (for its
 	 * duration), and what each depth's call moved (for its bandwidth at the return).

@@ -20,7 +20,7 @@
 #include "commtrace/pyoffsets.h"
 #include "python/pyproc.h"
 #include "python/linetable.h"
-#include "python/lastnamed.h"
+#include "laststack.h"
 #include "python/symbolize.h"
 
 /* Line numbers below are asserted: keep them in step with the script. */
@@ -478,19 +478,20 @@ static void check_interpreter(const char *label, const char *python, int minor,
 		ct_pysym_cache_free(rc_cache);
 	}
 	/*
-	 * A thread's stacks named in turn (python/lastnamed.h): in a stack checked in BPF, the
+	 * A thread's stacks named in turn (laststack.h): in a stack checked in BPF, the
 	 * outermost frames that are, word for word, the thread's last stack's keep its names;
 	 * the others, and every frame of a stack not checked, are named by the symbolizer.
 	 */
 	{
 		struct ct_pysym_cache *nc = ct_pysym_cache_new(16);
-		struct ct_named_stacks *ns = NULL;
+		struct ct_last_stacks *ns = NULL;
 		struct ct_pyframe_raw raw[3];
 		const struct ct_pyframe *named;
 		const int *rcs;
 
 #define NAMED(tid, from, n, checked)                                                               \
-	ct_named_stack(&ns, nc, f.pid, tid, &p->offsets, raw + (from), n, checked, &named, &rcs)
+	ct_last_stack_named(&ns, nc, f.pid, tid, &p->offsets, raw + (from), n, checked, &named,    \
+			    &rcs)
 #define NAME_OF(i) (minor == 10 ? pysym_names310[i] : pysym_qualnames[i])
 		for (int i = 0; i < 3; i++) /* innermost first */
 			raw[i] = (struct ct_pyframe_raw){.code = f.code[i]};
@@ -524,7 +525,7 @@ static void check_interpreter(const char *label, const char *python, int minor,
 		}
 #undef NAME_OF
 #undef NAMED
-		ct_named_stacks_free(ns);
+		ct_last_stacks_free(ns);
 		ct_pysym_cache_free(nc);
 	}
 	/*
