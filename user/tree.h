@@ -163,7 +163,7 @@ struct ct_tree_thread {
 
 struct ct_tree {
 	struct ct_node *nodes;
-	int32_t n, cap;
+	int32_t n; /* of CT_TREE_MAX_NODES, reserved at the first (tree.c) */
 	int32_t first_root, last_root;
 	uint64_t dropped;     /* nodes not recorded: pool full or too deep */
 	uint64_t values_lost; /* op inputs/outputs not kept: the intern table was full */

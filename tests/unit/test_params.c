@@ -402,3 +402,34 @@ TEST(tree_graph_runs)
 	}
 	ct_tree_free(&t);
 }
+
+/* The node pool holds CT_TREE_MAX_NODES nodes, in place; past it, nodes are counted dropped. */
+TEST(tree_pool_bounded)
+{
+	struct ct_tree t;
+	struct ct_tree_call c = {.tid = 7, .function = "f", .kind = "all_reduce", .in_ndim = -1};
+	int32_t last = -1, made = 0;
+	const struct ct_node *nodes = NULL;
+
+	if (!ASSERT_OK(ct_tree_init(&t), "init"))
+		return;
+	for (int i = 0; i < CT_TREE_MAX_NODES + 10; i++) {
+		c.ts = (uint64_t)i;
+		last = ct_tree_add_call(&t, &c);
+		made += last >= 0;
+		if (i == 0)
+			nodes = t.nodes;
+	}
+	ASSERT_EQ(t.n, CT_TREE_MAX_NODES, "the pool full");
+	ASSERT_EQ(made, CT_TREE_MAX_NODES, "a node a call until then");
+	ASSERT_EQ(last, -1, "none past it");
+	ASSERT_EQ(t.dropped, 10, "the calls past it counted");
+	if (ASSERT_TRUE(nodes && t.nodes == nodes, "never moved")) {
+		ASSERT_EQ(t.nodes[0].ts, 0, "the first kept");
+		ASSERT_EQ(t.nodes[CT_TREE_MAX_NODES - 1].ts, CT_TREE_MAX_NODES - 1,
+			  "the last made");
+		ASSERT_EQ(t.nodes[CT_TREE_MAX_NODES - 2].next, CT_TREE_MAX_NODES - 1, "linked");
+	}
+	ct_tree_free(&t);
+	ASSERT_TRUE(t.nodes == NULL && t.n == 0, "freed");
+}
