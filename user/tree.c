@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include "tree.h"
+#include "util/hash.h"
 #include "util/intern.h"
 
 int ct_tree_init(struct ct_tree *t)
@@ -22,12 +23,69 @@ int ct_tree_init(struct ct_tree *t)
  */
 #define POOL_BYTES ((size_t)CT_TREE_MAX_NODES * sizeof(struct ct_node))
 
+/*
+ * The collectives' stacks, one copy of each (there are at most as many as collective nodes),
+ * in STACK_BUCKETS chains. A copy in every node was three fifths of its size.
+ */
+#define STACK_BUCKETS 1024
+
+struct tree_stack {
+	struct tree_stack *next;
+	int n;
+	struct ct_stack_line lines[];
+};
+
+static bool same_lines(const struct ct_stack_line *a, const struct ct_stack_line *b, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (a[i].qualname != b[i].qualname || a[i].file != b[i].file ||
+		    a[i].line != b[i].line)
+			return false;
+	return true;
+}
+
+/* The copy of stack s (n lines, names interned) the tree keeps; NULL when out of memory. */
+static const struct ct_stack_line *stack_copy(struct ct_tree *t, const struct ct_stack_line *s,
+					      int n)
+{
+	uint64_t h = (uint64_t)n;
+	struct tree_stack *e, **b;
+
+	for (int i = 0; i < n; i++)
+		h = ct_hash_mix(h ^ (uintptr_t)s[i].qualname,
+				(uintptr_t)s[i].file ^ ((uint64_t)(uint32_t)s[i].line << 32));
+	if (!t->stacks && !(t->stacks = calloc(STACK_BUCKETS, sizeof(*t->stacks))))
+		return NULL;
+	b = &t->stacks[h % STACK_BUCKETS];
+	for (e = *b; e; e = e->next)
+		if (e->n == n && same_lines(e->lines, s, n))
+			return e->lines;
+	e = malloc(sizeof(*e) + (size_t)n * sizeof(*s));
+	if (!e)
+		return NULL;
+	e->n = n;
+	for (int i = 0; i < n; i++)
+		e->lines[i] = (struct ct_stack_line){s[i].qualname, s[i].file, s[i].line};
+	e->next = *b;
+	*b = e;
+	return e->lines;
+}
+
 void ct_tree_free(struct ct_tree *t)
 {
 	if (t->nodes)
 		munmap(t->nodes, POOL_BYTES);
 	t->nodes = NULL;
 	t->n = 0;
+	for (int i = 0; t->stacks && i < STACK_BUCKETS; i++)
+		while (t->stacks[i]) {
+			struct tree_stack *e = t->stacks[i];
+
+			t->stacks[i] = e->next;
+			free(e);
+		}
+	free(t->stacks);
+	t->stacks = NULL;
 }
 
 static int32_t new_node(struct ct_tree *t, int32_t parent, uint8_t type, const char *name)
@@ -337,9 +395,14 @@ collective:
 	n->rank_in_group = c->rank_in_group;
 	n->ts = c->ts;
 	n->bytes = c->bytes;
-	n->nstack = c->nstack < CT_TREE_MAX_STACK ? c->nstack : CT_TREE_MAX_STACK;
-	if (n->nstack) /* a call without a stack may have none to point at */
-		memcpy(n->stack, c->stack, n->nstack * sizeof(n->stack[0]));
+	if (c->nstack > 0) { /* a call without a stack may have none to point at */
+		n->nstack = c->nstack < CT_TREE_MAX_STACK ? c->nstack : CT_TREE_MAX_STACK;
+		n->stack = stack_copy(t, c->stack, n->nstack);
+		if (!n->stack) {
+			n->nstack = 0;
+			t->stacks_lost++;
+		}
+	}
 	return node;
 }
 

@@ -143,7 +143,9 @@ struct ct_node {
 	const char *dispatcher; /* op nodes: the class whose __torch_dispatch__ ran, or NULL */
 	const char *src, *dst;	/* redistribute nodes: placements before and after, or NULL */
 	uint8_t nstack;
-	struct ct_stack_line stack[CT_TREE_MAX_STACK];
+	/* its nstack lines, as every node of that stack has them: one copy of each stack (most
+	 * collectives of a run are called from a few) */
+	const struct ct_stack_line *stack;
 };
 
 /* The nodes open on a thread, outermost first. */
@@ -163,10 +165,12 @@ struct ct_tree_thread {
 
 struct ct_tree {
 	struct ct_node *nodes;
-	int32_t n; /* of CT_TREE_MAX_NODES, reserved at the first (tree.c) */
+	int32_t n;		    /* of CT_TREE_MAX_NODES, reserved at the first (tree.c) */
+	struct tree_stack **stacks; /* the nodes' stacks, one copy of each, hashed; or NULL */
 	int32_t first_root, last_root;
 	uint64_t dropped;     /* nodes not recorded: pool full or too deep */
 	uint64_t values_lost; /* op inputs/outputs not kept: the intern table was full */
+	uint64_t stacks_lost; /* collectives' stacks not kept: out of memory */
 	uint64_t clock;
 	struct ct_tree_thread threads[CT_TREE_MAX_THREADS];
 	/* seed 000's comm_counts: by the outermost collective API */

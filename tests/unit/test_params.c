@@ -403,11 +403,17 @@ TEST(tree_graph_runs)
 	ct_tree_free(&t);
 }
 
-/* The node pool holds CT_TREE_MAX_NODES nodes, in place; past it, nodes are counted dropped. */
+/*
+ * The node pool holds CT_TREE_MAX_NODES nodes, in place; past it, nodes are counted dropped.
+ * The nodes of one stack share one copy of it.
+ */
 TEST(tree_pool_bounded)
 {
 	struct ct_tree t;
-	struct ct_tree_call c = {.tid = 7, .function = "f", .kind = "all_reduce", .in_ndim = -1};
+	struct ct_stack_line lines[2][2] = {{{"step", "train.py", 10}, {"main", "train.py", 40}},
+					    {{"step", "train.py", 12}, {"main", "train.py", 40}}};
+	struct ct_tree_call c = {
+	    .tid = 7, .function = "f", .kind = "all_reduce", .in_ndim = -1, .nstack = 2};
 	int32_t last = -1, made = 0;
 	const struct ct_node *nodes = NULL;
 
@@ -415,6 +421,7 @@ TEST(tree_pool_bounded)
 		return;
 	for (int i = 0; i < CT_TREE_MAX_NODES + 10; i++) {
 		c.ts = (uint64_t)i;
+		c.stack = lines[i % 2 == 1 || i == 2];
 		last = ct_tree_add_call(&t, &c);
 		made += last >= 0;
 		if (i == 0)
@@ -429,7 +436,15 @@ TEST(tree_pool_bounded)
 		ASSERT_EQ(t.nodes[CT_TREE_MAX_NODES - 1].ts, CT_TREE_MAX_NODES - 1,
 			  "the last made");
 		ASSERT_EQ(t.nodes[CT_TREE_MAX_NODES - 2].next, CT_TREE_MAX_NODES - 1, "linked");
+		ASSERT_EQ(t.nodes[2].nstack, 2, "a stack");
+		ASSERT_EQ(t.nodes[2].stack[0].line, 12, "its line");
+		ASSERT_STREQ(t.nodes[4].stack[1].qualname, "main", "its outermost frame");
+		ASSERT_TRUE(t.nodes[0].stack == t.nodes[4].stack, "one copy of a stack");
+		ASSERT_TRUE(t.nodes[1].stack == t.nodes[2].stack, "one copy of the other");
+		ASSERT_TRUE(t.nodes[0].stack != t.nodes[1].stack, "two stacks");
+		ASSERT_TRUE(t.nodes[0].stack != lines[0], "a copy");
 	}
+	ASSERT_EQ(t.stacks_lost, 0, "none lost");
 	ct_tree_free(&t);
 	ASSERT_TRUE(t.nodes == NULL && t.n == 0, "freed");
 }

@@ -376,6 +376,8 @@ static cJSON *comm_debug(const struct ct_tree *t, const struct ct_proc *p, bool 
 	cJSON_AddItemToObject(o, "records_dropped", u64(t->dropped));
 	if (t->values_lost)
 		cJSON_AddItemToObject(o, "op_values_lost", u64(t->values_lost));
+	if (t->stacks_lost)
+		cJSON_AddItemToObject(o, "stacks_lost", u64(t->stacks_lost));
 	cJSON_AddItemToObject(o, "records_cap", num(CT_TREE_MAX_NODES));
 	if (sharding)
 		add_params(o, p);
