@@ -5,7 +5,8 @@
 #include <string.h>
 #include "diag/internal.h"
 
-static void top_add(struct ct_diag *d, const struct ct_diag_top *t)
+/* t, on communicator c, among the largest skews (its name formatted only if it is). */
+static void top_add(struct ct_diag *d, const struct ct_diag_top *t, const struct comm *c)
 {
 	int i = d->ntop < CT_DIAG_TOP ? d->ntop++ : CT_DIAG_TOP - 1;
 
@@ -13,6 +14,7 @@ static void top_add(struct ct_diag *d, const struct ct_diag_top *t)
 	    d->top[i].function)
 		return;
 	d->top[i] = *t;
+	diag_comm_name(c, d->top[i].comm, sizeof(d->top[i].comm));
 	for (; i > 0 && d->top[i - 1].skew_ns < d->top[i].skew_ns; i--) {
 		struct ct_diag_top x = d->top[i - 1];
 
@@ -99,11 +101,10 @@ static void match(struct ct_diag *d, struct comm *c, uint64_t seq)
 		struct ct_diag_top t = {.function = ref->function, .seq = seq, .skew_ns = hi - lo};
 		struct dproc *lp = d->procs[last->proc];
 
-		diag_comm_name(c, t.comm, sizeof(t.comm));
 		t.last_rank = lp->rank;
 		t.last_pid = lp->pid;
 		t.ts = lo;
-		top_add(d, &t);
+		top_add(d, &t, c);
 	}
 	if (hi - lo >= d->o.late_ns) {
 		int li = 0;
