@@ -33,7 +33,10 @@ int ct_tree_init(struct ct_tree *t)
 
 /*
  * The collectives' stacks, one copy of each (there are at most as many as collective nodes),
- * in STACK_BUCKETS chains. A copy in every node was three fifths of its size.
+ * in STACK_BUCKETS chains. A copy in every node was three fifths of its size. Not
+ * util/intern.c's ct_intern_blob: that table hashes byte by byte (up to 384 bytes a stack,
+ * at every collective), and its budget is shared with every name, which distinct stacks
+ * could use up; this one is bounded by the node cap and freed with the tree.
  */
 #define STACK_BUCKETS 1024
 
