@@ -45,8 +45,9 @@ LIB_OBJS  := $(filter-out $(OUTPUT)/user/main.o,$(USER_OBJS))
 UNIT_SRCS := $(wildcard tests/unit/*.c)
 UNIT_OBJS := $(patsubst %.c,$(OUTPUT)/%.o,$(UNIT_SRCS))
 
-# Test targets: mpi_*.c with mpicc, lib*.c as shared libraries, the rest with cc.
-PROG_SRCS := $(wildcard tests/progs/*.c)
+# Test targets: mpi_*.c with mpicc, lib*.c as shared libraries, *.bpf.c as the BPF programs
+# of the program of their name, the rest with cc.
+PROG_SRCS := $(filter-out %.bpf.c,$(wildcard tests/progs/*.c))
 PROG_MPI  := $(patsubst tests/progs/%.c,$(OUTPUT)/progs/%,$(filter tests/progs/mpi_%.c,$(PROG_SRCS)))
 PROG_LIBS := $(patsubst tests/progs/%.c,$(OUTPUT)/progs/%.so,$(filter tests/progs/lib%.c,$(PROG_SRCS)))
 PROG_BINS := $(patsubst tests/progs/%.c,$(OUTPUT)/progs/%,$(filter-out tests/progs/mpi_%.c tests/progs/lib%.c,$(PROG_SRCS)))
@@ -89,6 +90,16 @@ $(OUTPUT)/progs/mpi_%: tests/progs/mpi_%.c
 $(OUTPUT)/progs/lib%.so: tests/progs/lib%.c
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -Wall -shared -fPIC -Iinclude -o $@ $<
+
+$(OUTPUT)/progs/%.bpf.o: tests/progs/%.bpf.c $(BPF_HDRS)
+	@mkdir -p $(@D)
+	$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(OUTPUT)/progs/%.skel.h: $(OUTPUT)/progs/%.bpf.o
+	$(BPFTOOL) gen skeleton $< name $* > $@.tmp && mv $@.tmp $@
+
+$(OUTPUT)/progs/read_cost: tests/progs/read_cost.c $(OUTPUT)/progs/read_cost.skel.h
+	$(CC) -O1 -g -Wall -I$(OUTPUT)/progs -o $@ $< -lbpf -lelf -lz
 
 $(OUTPUT)/progs/%: tests/progs/%.c $(PROG_LIBS)
 	@mkdir -p $(@D)

@@ -38,8 +38,10 @@
 9. traps: what one uprobe hit costs by the instruction it sits on (tests/progs/trap_sites.c,
    under bpftrace): an entry probe on a push, as commtrace's probes mostly sit, its return
    probe, and an entry probe on a 5-byte nop, which Linux 6.18+ reaches without a trap.
+   reads: what a BPF program's reads of the target's memory cost by count, size, pages and
+   regions, warm and cold (tests/progs/read_cost.c), the price list of the stack walk.
 
-`scripts/bench.py [traps|mpi|pystack|training|ops|torch2|events|pyevents|node|memory|offline|
+`scripts/bench.py [traps|reads|mpi|pystack|training|ops|torch2|events|pyevents|node|memory|offline|
 devprof|detach|fleet]...`: only those. `BENCH_BUILDS=A:B scripts/bench.py builds` (named
 only): two builds of the tracer, old and new, on the stack shapes, in pairs of runs; the
 BPF programs' ns per run, B less A, with 95 % intervals.
@@ -126,6 +128,36 @@ def bench_traps():
           f"{bs.fmt(bs.bootstrap(bs.mean, price['nop5']), digits=0)}")
     print(f"  push / nop5: "
           f"{bs.fmt(bs.bootstrap(bs.ratio_of_means, price['push'], price['nop5']), digits=2)}")
+
+
+def bench_reads():
+    """What a BPF program's reads of the target's memory cost (tests/progs/read_cost.c): an
+    entry probe making 0 to 8 reads of 8 B or 2 KiB, on one line, on other pages, in another
+    region (the stack besides a mapping), warm and with 16 MiB touched between calls (cold).
+    The program's ns a run by bpf_stats; each configuration less the one without reads of
+    the same round, paired: mean [95 % CI] and median over the rounds."""
+    rounds = 3 * ROUNDS
+    out = subprocess.run([str(PROGS / "read_cost"), "20000", str(rounds)], capture_output=True,
+                         text=True, timeout=1800)
+    if out.returncode:
+        raise SystemExit(f"bench: read_cost failed: {out.stderr.strip()}")
+    runs = {}
+    for w in (line.split() for line in out.stdout.splitlines()):
+        if len(w) == 4 and w[0] == "round":
+            runs.setdefault(w[2], []).append(float(w[3]))
+    if any(len(v) != rounds for v in runs.values()) or "none" not in runs:
+        raise SystemExit(f"bench: read_cost printed incomplete rounds:\n{out.stdout}")
+    print(f"\nReads of the target's memory from a uprobe's BPF program: ns a run over "
+          f"{rounds} rounds (20 000 calls a run, 5 000 cold), less the same round's program "
+          f"without reads: mean [95 % CI]; median")
+    for name, ns in runs.items():
+        base = runs["cold-none" if name.startswith("cold-") else "none"]
+        if name in ("none", "cold-none"):
+            print(f"  {name:<24} {statistics.median(ns):7.0f} ns a run (median)")
+            continue
+        d = [a - b for a, b in zip(ns, base)]
+        print(f"  {name:<24} {bs.fmt(bs.bootstrap(bs.mean, d), digits=0):>22}; "
+              f"{statistics.median(d):.0f}")
 
 
 def bench_mpi():
@@ -777,7 +809,7 @@ def main():
             stats.write_text(stats_was + "\n")
 
 
-BENCHES = ["traps", "mpi", "pystack", "training", "ops", "torch2", "events", "pyevents", "node",
+BENCHES = ["traps", "reads", "mpi", "pystack", "training", "ops", "torch2", "events", "pyevents", "node",
            "memory", "offline", "devprof", "detach", "fleet"]
 
 
@@ -794,6 +826,8 @@ def run_benches(which):
     which = which or BENCHES
     if "traps" in which:
         bench_traps()
+    if "reads" in which:
+        bench_reads()
     if "mpi" in which:
         bench_mpi()
     if "pystack" in which:
