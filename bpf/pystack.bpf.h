@@ -262,7 +262,9 @@ struct {
  * Frames are read through windows of the memory below them: 3.11+ pushes a Python call's
  * frame right after its caller's on the thread's data stack, so one read of up to
  * CT_WIN_BYTES below a frame (within its page, which is mapped since the frame is) holds
- * the frames further out too, where a read per frame cost about 200 ns each on these VMs.
+ * the frames further out too. A read per frame was measured at about 200 ns on the first VMs;
+ * on the 5 µs-trap VM (`scripts/bench.py reads`) a hit's first read costs about 150 ns and
+ * each further one 3-25 ns, more when cold: a window saves that much a frame.
  * Two windows: the frames a C call enters are on the C stack (3.12+'s shim frames), between
  * stretches of the data stack.
  */
