@@ -75,8 +75,7 @@ static const struct ct_stack_line *stack_copy(struct ct_tree *t, const struct ct
 	if (!e)
 		return NULL;
 	e->n = n;
-	for (int i = 0; i < n; i++)
-		e->lines[i] = (struct ct_stack_line){s[i].qualname, s[i].file, s[i].line};
+	memcpy(e->lines, s, (size_t)n * sizeof(*s));
 	e->next = *b;
 	*b = e;
 	return e->lines;
